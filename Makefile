@@ -1,0 +1,43 @@
+# `make train` and `make test` work on a fresh clone: they build .venv first when it is
+# missing or pyproject.toml changed.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help install train test test-full bench lint format clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP) ## create .venv and install the project with its dev tools
+
+train: $(STAMP) ## run the default job (I-JEPA-style setup on embedded digits, CPU ok)
+	$(PY) train.py $(ARGS)
+
+test: $(STAMP) ## fast tests (under 10 minutes on 2 CPU cores)
+	WANDB_MODE=offline $(PY) -m pytest -q $(ARGS)
+
+test-full: $(STAMP) ## all tests, slow ones included
+	WANDB_MODE=offline $(PY) -m pytest -q -m "" $(ARGS)
+
+bench: $(STAMP) ## benchmarks; results go to BENCHMARKS.md
+	$(PY) scripts/bench.py
+
+lint: $(STAMP) ## ruff check
+	$(PY) -m ruff check src tests scripts train.py eval.py
+
+format: $(STAMP) ## ruff format + import sorting
+	$(PY) -m ruff check --fix --select I src tests scripts train.py eval.py
+	$(PY) -m ruff format src tests scripts train.py eval.py
+
+clean: ## remove caches and logs (keeps .venv)
+	rm -rf .pytest_cache .ruff_cache logs/* src/*.egg-info
+	find . -name __pycache__ -not -path './.venv/*' -prune -exec rm -rf {} +

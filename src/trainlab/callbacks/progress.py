@@ -1,0 +1,61 @@
+"""Progress display: Lightning's rich bar on a terminal, plain lines with ETA elsewhere.
+
+A redrawn bar turns into thousands of carriage returns in CI and SLURM log files, and
+Lightning has no line-based bar, so ``LineProgressBar`` is written here.
+"""
+
+import sys
+import time
+
+from lightning.pytorch.callbacks import ProgressBar, RichProgressBar
+
+
+def _duration(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
+
+
+class LineProgressBar(ProgressBar):
+    """Prints ``epoch e/E | step s/S | metrics | elapsed | ETA`` a few times per epoch."""
+
+    def __init__(self, lines_per_epoch: int = 4):
+        super().__init__()
+        self.lines_per_epoch = lines_per_epoch
+        self._enabled = True
+        self._start = 0.0
+
+    def disable(self) -> None:
+        self._enabled = False
+
+    def enable(self) -> None:
+        self._enabled = True
+
+    def on_train_start(self, trainer, pl_module):
+        self._start = time.monotonic()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        total = self.total_train_batches
+        every = max(1, int(total) // self.lines_per_epoch) if total != float("inf") else 50
+        if self._enabled and ((batch_idx + 1) % every == 0 or batch_idx + 1 == total):
+            self._print_line(trainer, pl_module, batch_idx + 1, total)
+
+    def _print_line(self, trainer, pl_module, done, total):
+        elapsed = time.monotonic() - self._start
+        max_epochs = trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else None
+        line = [f"epoch {trainer.current_epoch + 1}/{max_epochs or '?'}", f"batch {done}/{total}"]
+        metrics = self.get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)
+        line += [f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()]
+        line.append(f"elapsed {_duration(elapsed)}")
+        if max_epochs and total not in (0, float("inf")):
+            fraction = (trainer.current_epoch + done / total) / max_epochs
+            line.append(f"ETA {_duration(elapsed / fraction - elapsed)}")
+        print(" | ".join(line), flush=True)
+
+
+def progress_bar(refresh_rate: int = 1, lines_per_epoch: int = 4) -> ProgressBar:
+    """The rich bar on an interactive terminal, plain lines otherwise (CI, SLURM, pipes)."""
+    if sys.stdout.isatty():
+        return RichProgressBar(refresh_rate=refresh_rate)
+    return LineProgressBar(lines_per_epoch=lines_per_epoch)

@@ -1,0 +1,102 @@
+"""Training: compose the config, build everything from it, fit, test, report.
+
+``python train.py [overrides]`` at the repo root calls ``main`` here.
+"""
+
+import time
+from pathlib import Path
+
+import hydra
+import lightning as L
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from trainlab.callbacks.run_stats import RunStats
+from trainlab.utils import run_dir as rundir
+from trainlab.utils.config_checks import check_config
+from trainlab.utils.console import print_config_tree, print_summary
+from trainlab.utils.instantiate import (
+    finish_wandb,
+    instantiate_callbacks,
+    instantiate_loggers,
+    instantiate_strategy,
+)
+from trainlab.utils.logging import get_logger
+from trainlab.utils.results import batch_facts, final_metrics, write_metrics_json
+from trainlab.utils.task import run_task
+
+log = get_logger(__name__)
+CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
+
+
+def _overrides() -> list[str]:
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def train(cfg: DictConfig) -> float | None:
+    """Fit (and test) the configured model; return ``cfg.optimized_metric`` for sweepers."""
+    start = time.monotonic()
+    check_config(cfg)
+    run_dir = Path(cfg.paths.output_dir)
+    last_ckpt = run_dir / "checkpoints" / "last.ckpt"
+    if rundir.is_global_zero():
+        rundir.guard(run_dir, resume=cfg.get("resume", False))
+        rundir.record(run_dir, cfg, _overrides())
+        if cfg.extras.get("print_config"):
+            print_config_tree(cfg)
+    if cfg.get("seed") is not None:
+        L.seed_everything(cfg.seed, workers=True)
+
+    datamodule = hydra.utils.instantiate(cfg.data)
+    model = hydra.utils.instantiate(cfg.model)
+    stats = RunStats()
+    callbacks = [*instantiate_callbacks(cfg.get("callbacks")), stats]
+    loggers = instantiate_loggers(cfg.get("logger"), run_dir)
+    trainer: L.Trainer = hydra.utils.instantiate(
+        cfg.trainer, callbacks=callbacks, logger=loggers or False,
+        strategy=instantiate_strategy(cfg.get("strategy")),
+    )
+    for logger in loggers:
+        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+
+    try:
+        resume_from = str(last_ckpt) if cfg.get("resume") and last_ckpt.exists() else None
+        if cfg.get("resume") and resume_from is None:
+            log.info(f"no checkpoint at {last_ckpt}: starting fresh")
+        trainer.fit(model, datamodule=datamodule, ckpt_path=resume_from)
+        metrics = final_metrics(trainer)
+        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        if cfg.get("test"):
+            trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=False)
+            metrics.update(final_metrics(trainer))
+    finally:
+        finish_wandb(loggers)
+
+    name = cfg.get("optimized_metric")
+    value = metrics.get(name) if name else None
+    if trainer.is_global_zero:
+        checkpoints = {"best": best or None, "last": str(last_ckpt) if last_ckpt.exists() else None}
+        run = {
+            "run_dir": str(run_dir),
+            "wall_seconds": round(time.monotonic() - start, 2),
+            **stats.summary(),
+            **batch_facts(trainer, datamodule.batch_size),
+            "devices": [str(d) for d in getattr(trainer.strategy, "parallel_devices", None)
+                        or [trainer.strategy.root_device]],
+        }
+        path = write_metrics_json(
+            run_dir, metrics=metrics, checkpoints=checkpoints, run=run,
+            optimized_metric={"name": name, "value": value},
+        )
+        print_summary(
+            "run summary",
+            {"run dir": run_dir, "best checkpoint": best or "-", "metrics.json": path,
+             **{k: v for k, v in sorted(metrics.items()) if not k.endswith("_step")},
+             "wall time (s)": run["wall_seconds"], "train samples/s": run["train_samples_per_s"]},
+        )
+    return value
+
+
+@hydra.main(version_base="1.3", config_path=CONFIGS, config_name="train")
+def main(cfg: DictConfig) -> float | None:
+    return run_task(train, cfg)

@@ -1,0 +1,72 @@
+"""Checks the composed config before anything heavy starts, so mistakes cost one line.
+
+Hydra already rejects unknown groups and keys. What it cannot see is a value of the wrong
+type for a class's argument (``trainer.max_epochs=ten``), because the config has no schema:
+the schema is the signature of each ``_target_``, so that is what is checked here.
+"""
+
+import inspect
+import types
+import typing
+from typing import Any, Literal, Union
+
+from hydra.utils import get_object
+from omegaconf import DictConfig, ListConfig
+
+from trainlab.utils.errors import ConfigError
+
+_SIMPLE = (bool, int, float, str, type(None))
+
+
+def _accepts(annotation: Any, value: Any) -> bool | None:
+    """True/False when the annotation is simple enough to judge, None when it is not."""
+    origin = typing.get_origin(annotation)
+    if origin is Literal:
+        return value in typing.get_args(annotation)
+    if origin in (Union, types.UnionType):
+        verdicts = [_accepts(arg, value) for arg in typing.get_args(annotation)]
+        if any(v is True for v in verdicts):
+            return True
+        return False if all(v is False for v in verdicts) else None
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation in _SIMPLE:
+        return isinstance(value, annotation)
+    return None
+
+
+def _hints(target: str) -> dict[str, Any]:
+    try:
+        obj = get_object(target)
+        fn = obj.__init__ if inspect.isclass(obj) else obj
+        return typing.get_type_hints(fn)
+    except Exception:  # unresolvable annotations: nothing to check against
+        return {}
+
+
+def check_types(cfg: Any, path: str = "") -> None:
+    """Raise ConfigError for the first value whose type its ``_target_`` cannot take."""
+    if isinstance(cfg, ListConfig):
+        for i, item in enumerate(cfg):
+            check_types(item, f"{path}[{i}]")
+        return
+    if not isinstance(cfg, DictConfig):
+        return
+    hints = _hints(cfg["_target_"]) if "_target_" in cfg else {}
+    for key in cfg:
+        value = cfg[key]
+        where = f"{path}.{key}" if path else str(key)
+        if isinstance(value, (DictConfig, ListConfig)):
+            check_types(value, where)
+        elif key in hints and _accepts(hints[key], value) is False:
+            expected = getattr(hints[key], "__name__", None) or str(hints[key])
+            raise ConfigError(
+                f"{where}={value!r} has the wrong type: {cfg['_target_']} expects {expected}"
+            )
+
+
+def check_config(cfg: DictConfig) -> None:
+    """All checks that need no data and no devices."""
+    check_types(cfg)

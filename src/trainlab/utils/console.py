@@ -1,0 +1,44 @@
+"""What a run prints for people: the config tree at start, a summary table at the end."""
+
+from collections.abc import Mapping, Sequence
+
+import rich
+from omegaconf import DictConfig, OmegaConf
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.tree import Tree
+
+FIRST = ("data", "model", "trainer", "strategy", "callbacks", "logger", "paths")
+
+
+def print_config_tree(cfg: DictConfig, resolve: bool = False) -> None:
+    """The composed config, one branch per group, main groups first."""
+    tree = Tree("config", style="bold")
+    keys = [k for k in FIRST if k in cfg] + [k for k in cfg if k not in FIRST and k != "hydra"]
+    for key in keys:
+        value = cfg[key]
+        text = OmegaConf.to_yaml(value, resolve=resolve) if isinstance(value, DictConfig) else str(value)
+        tree.add(f"[bold]{key}[/bold]").add(Syntax(text, "yaml", theme="ansi_dark"))
+    rich.print(tree)
+
+
+def _fmt(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def print_summary(title: str, rows: Mapping[str, object]) -> None:
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    for key, value in rows.items():
+        table.add_row(key, _fmt(value))
+    rich.print(table)
+
+
+def print_jobs(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    table = Table(title=title, title_justify="left")
+    for name in header:
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        table.add_row(*(_fmt(v) for v in row))
+    rich.print(table)

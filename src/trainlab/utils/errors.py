@@ -1,0 +1,31 @@
+"""Errors a user can fix. The entry points print them as one line and exit non-zero."""
+
+
+class UserError(Exception):
+    """Something in the user's config, data or command line is wrong; the message says how to fix it."""
+
+    exit_code = 2
+
+
+class ConfigError(UserError):
+    """The composed config is inconsistent or has a value of the wrong type."""
+
+
+class DataError(UserError):
+    """A dataset is missing, empty or unreadable."""
+
+
+def one_line(exc: BaseException) -> str:
+    """The last line of an exception's message.
+
+    DataLoader workers re-raise their exception in the main process with the worker's whole
+    traceback as the message; the user's fix is in its last line.
+    """
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    last = lines[-1] if lines else type(exc).__name__
+    name = type(exc).__name__
+    # A worker's traceback ends in "module.ClassName: message".
+    for prefix in (f"{type(exc).__module__}.{name}: ", f"{name}: "):
+        if last.startswith(prefix):
+            last = last[len(prefix) :]
+    return last

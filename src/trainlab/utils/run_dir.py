@@ -1,0 +1,68 @@
+"""The run directory: refuses to overwrite one, and records what made the run.
+
+Each run dir keeps the composed config, the command-line overrides, the git commit (and
+the diff when the tree is dirty), installed package versions and host facts, so a result
+can be traced back to exactly what produced it.
+"""
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from trainlab.utils.errors import UserError
+
+RESULT_FILES = ("metrics.json", "checkpoints")
+
+
+def is_global_zero() -> bool:
+    """Rank 0 of the whole job, known before the Trainer exists (Lightning, torchrun, SLURM)."""
+    from lightning_utilities.core.rank_zero import rank_zero_only
+
+    return getattr(rank_zero_only, "rank", 0) == 0
+
+
+def guard(run_dir: Path, resume: bool = False) -> None:
+    """Refuse to start a new run in a dir that already holds a run's results."""
+    taken = [name for name in RESULT_FILES if (run_dir / name).exists()]
+    if taken and not resume:
+        raise UserError(
+            f"run dir {run_dir} already holds a run ({', '.join(taken)}): "
+            f"pick another run_name, or pass resume=true to continue it"
+        )
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(
+            ["git", *args], capture_output=True, text=True, timeout=10, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def record(run_dir: Path, cfg: DictConfig, overrides: list[str]) -> None:
+    """Write config.yaml, overrides.yaml, meta.json, git.diff and requirements.txt."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=False)
+    OmegaConf.save(OmegaConf.create(list(overrides)), run_dir / "overrides.yaml")
+    diff = _git("diff", "HEAD")
+    if diff:
+        (run_dir / "git.diff").write_text(diff)
+    meta = {
+        "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+        "git_commit": _git("rev-parse", "HEAD").strip() or None,
+        "git_dirty": bool(_git("status", "--porcelain").strip()),
+        "hostname": socket.gethostname(),
+        "python": platform.python_version(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+    }
+    (run_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    packages = sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions())
+    (run_dir / "requirements.txt").write_text("\n".join(packages) + "\n")

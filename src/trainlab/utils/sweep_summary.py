@@ -1,0 +1,71 @@
+"""At the end of a multirun: a table of its jobs and a plot of the metric against the swept values.
+
+Hydra calls ``on_multirun_end`` once, in the launching process, after every job finished;
+each job's results are read back from its ``metrics.json`` and ``overrides.yaml``.
+"""
+
+import csv
+import json
+from pathlib import Path
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from trainlab.utils.console import print_jobs
+
+
+def collect_jobs(sweep_dir: Path) -> list[dict]:
+    jobs = []
+    for metrics_file in sorted(sweep_dir.glob("*/metrics.json"), key=lambda p: p.parent.name):
+        job_dir = metrics_file.parent
+        results = json.loads(metrics_file.read_text())
+        overrides_file = job_dir / "overrides.yaml"
+        overrides = list(OmegaConf.load(overrides_file)) if overrides_file.exists() else []
+        jobs.append({
+            "job": job_dir.name,
+            "overrides": dict(o.split("=", 1) for o in overrides if "=" in o),
+            "metric": (results.get("optimized_metric") or {}).get("value"),
+            "run_dir": str(job_dir),
+        })
+    return jobs
+
+
+def plot_jobs(jobs: list[dict], metric_name: str, path: Path) -> None:
+    """One panel per swept key: the metric against that key's values."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = sorted({k for job in jobs for k in job["overrides"]})
+    swept = [k for k in keys if len({job["overrides"].get(k) for job in jobs}) > 1] or keys
+    fig, axes = plt.subplots(1, max(1, len(swept)), figsize=(4 * max(1, len(swept)), 3.2), squeeze=False)
+    for ax, key in zip(axes[0], swept, strict=False):
+        points = [(job["overrides"].get(key), job["metric"]) for job in jobs if job["metric"] is not None]
+        try:
+            points = sorted((float(x), y) for x, y in points)
+        except (TypeError, ValueError):  # categorical values: keep them as labels
+            points = sorted((str(x), y) for x, y in points)
+        ax.plot([p[0] for p in points], [p[1] for p in points], "o-")
+        ax.set_xlabel(key)
+        ax.set_ylabel(metric_name)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+class SweepSummary(Callback):
+    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        jobs = collect_jobs(sweep_dir)
+        if not jobs:
+            return
+        metric_name = config.get("optimized_metric") or "metric"
+        keys = sorted({k for job in jobs for k in job["overrides"]})
+        header = ["job", *keys, metric_name, "run dir"]
+        rows = [[j["job"], *(j["overrides"].get(k, "") for k in keys), j["metric"], j["run_dir"]] for j in jobs]
+        with open(sweep_dir / "summary.csv", "w", newline="") as f:
+            csv.writer(f).writerows([header, *rows])
+        plot_jobs(jobs, metric_name, sweep_dir / "summary.png")
+        print_jobs(f"multirun summary ({sweep_dir})", header, rows)
+        print(f"table: {sweep_dir / 'summary.csv'}  plot: {sweep_dir / 'summary.png'}")

@@ -1,0 +1,51 @@
+"""Runs a task (train, eval) so that a failure reads as one line and nothing leaks.
+
+A user's mistake prints one line that says what to fix and exits 2; any other failure
+prints one line that points at the log file holding the full traceback and exits 1.
+"""
+
+import logging
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from trainlab.utils.errors import UserError, one_line
+
+
+def _user_error(e: BaseException | None) -> UserError | None:
+    """The UserError behind e, also when Hydra's instantiate or a DataLoader worker wrapped it."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, UserError):
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def _traceback_to_log_file() -> Path | None:
+    """Append the traceback to the run's log file only, not to the console."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.stream.write(traceback.format_exc())
+            handler.flush()
+            return Path(handler.baseFilename)
+    return None
+
+
+def run_task(task: Callable[[DictConfig], object], cfg: DictConfig):
+    try:
+        return task(cfg)
+    except Exception as e:
+        user_error = _user_error(e)
+        if user_error is not None:
+            _traceback_to_log_file()
+            print(f"error: {one_line(user_error)}", file=sys.stderr, flush=True)
+            sys.exit(UserError.exit_code)
+        where = _traceback_to_log_file()
+        hint = f" (full traceback in {where})" if where else ""
+        print(f"error: {type(e).__name__}: {one_line(e)}{hint}", file=sys.stderr, flush=True)
+        sys.exit(1)
