@@ -10,7 +10,7 @@ from pathlib import Path
 
 import hydra
 import lightning as L
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from trainlab.train import CONFIGS
 from trainlab.utils.config_checks import check_config
@@ -40,7 +40,8 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     if is_global_zero():
         guard(run_dir)
     # Re-resolve the training run's data/model against this run's paths and config.
-    cfg = OmegaConf.merge(cfg, {"data": train_cfg.data, "model": train_cfg.model})
+    with open_dict(cfg):
+        cfg.data, cfg.model = train_cfg.data, train_cfg.model
     check_config(cfg)
     L.seed_everything(cfg.seed, workers=True)
 

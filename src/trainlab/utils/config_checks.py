@@ -69,4 +69,6 @@ def check_types(cfg: Any, path: str = "") -> None:
 
 def check_config(cfg: DictConfig) -> None:
     """All checks that need no data and no devices."""
-    check_types(cfg)
+    for key in cfg:
+        if key != "hydra":  # Hydra's own node, already validated by Hydra
+            check_types(cfg[key], str(key))

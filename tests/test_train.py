@@ -1,0 +1,85 @@
+"""Training end to end: every experiment, train then eval, multirun, the default job."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import EXPERIMENTS, FAST, ROOT, compose_cfg, run_cli
+
+from trainlab.eval import evaluate
+from trainlab.train import train
+from trainlab.utils.errors import DataError
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_fast_dev_run(tmp_path, experiment):
+    cfg = compose_cfg(tmp_path, [f"experiment={experiment}", "debug=fdr"])
+    import hydra
+
+    try:
+        hydra.utils.instantiate(cfg.data).prepare_data()
+    except DataError as e:
+        pytest.skip(f"data absent: {e}")
+    train(cfg)
+    assert (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_train_then_eval_give_the_same_test_metric(tmp_path):
+    train_cfg = compose_cfg(tmp_path / "t", ["experiment=digits_classifier", "trainer.max_epochs=2"])
+    train(train_cfg)
+    results = json.loads((tmp_path / "t" / "run" / "metrics.json").read_text())
+    best = results["checkpoints"]["best"]
+    assert Path(best).is_file() and Path(results["checkpoints"]["last"]).is_file()
+    assert results["run"]["global_batch_size"] == train_cfg.data.batch_size
+    assert results["run"]["train_samples_per_s"] > 0
+    for key in ("train/loss", "val/loss", "val/acc", "test/acc", "test/loss"):
+        assert key in results["metrics"], key
+
+    eval_cfg = compose_cfg(tmp_path / "e", [f"ckpt_path={best}"], "eval")
+    metrics = evaluate(eval_cfg)
+    assert results["metrics"]["test/acc"] > 0.5  # learned something: chance is 0.1
+    assert metrics["test/acc"] == pytest.approx(results["metrics"]["test/acc"], abs=1e-6)
+    assert metrics["test/loss"] == pytest.approx(results["metrics"]["test/loss"], rel=1e-5)
+    assert (tmp_path / "e" / "run" / "metrics.json").exists()
+
+
+def test_default_train_runs_offline_as_a_subprocess(tmp_path):
+    """`python train.py`, shortened, in a network namespace with no network at all."""
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare is not available to cut the network")
+    import subprocess
+    import sys
+
+    cmd = ["unshare", "-rn", sys.executable, str(ROOT / "train.py"), *FAST,
+           f"paths.log_dir={tmp_path}", "run_name=offline"]
+    probe = subprocess.run(["unshare", "-rn", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("unshare -rn is not permitted here")
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                            env={"PATH": "/usr/bin:/bin", "WANDB_MODE": "offline", "HOME": str(tmp_path)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    run_dir = tmp_path / "train" / "runs" / "offline"
+    results = json.loads((run_dir / "metrics.json").read_text())
+    assert "test/acc" in results["metrics"]
+    for name in ("config.yaml", "overrides.yaml", "meta.json", "requirements.txt"):
+        assert (run_dir / name).exists(), name
+    assert "run summary" in result.stdout
+
+
+def test_multirun_makes_one_run_dir_per_job_and_a_summary(tmp_path):
+    result = run_cli("train.py", "-m", "model.optimizer.lr=0.001,0.003", *FAST,
+                     f"paths.log_dir={tmp_path}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    (sweep,) = (tmp_path / "train" / "multiruns").iterdir()
+    jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
+    assert [p.name for p in jobs] == ["0", "1"]
+    lrs = []
+    for job in jobs:
+        results = json.loads((job / "metrics.json").read_text())
+        assert results["optimized_metric"]["name"] == "val/acc"
+        assert 0.0 <= results["optimized_metric"]["value"] <= 1.0
+        lrs.append(json.loads(json.dumps(list((job / "overrides.yaml").read_text().split()))))
+    assert any("0.001" in " ".join(x) for x in lrs) and any("0.003" in " ".join(x) for x in lrs)
+    assert (sweep / "summary.csv").read_text().count("\n") == 3  # header + 2 jobs
+    assert (sweep / "summary.png").stat().st_size > 1000
