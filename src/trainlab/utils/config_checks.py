@@ -37,13 +37,30 @@ def _accepts(annotation: Any, value: Any) -> bool | None:
     return None
 
 
+def _describe(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    if origin is Literal:
+        return f"one of {list(typing.get_args(annotation))}"
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(arg) for arg in typing.get_args(annotation))
+    return "null" if annotation is type(None) else getattr(annotation, "__name__", str(annotation))
+
+
 def _hints(target: str) -> dict[str, Any]:
+    """Annotated arguments of a target; for a class, of every ``__init__`` in its MRO,
+    since subclasses often pass ``**kwargs`` through to their base."""
     try:
         obj = get_object(target)
-        fn = obj.__init__ if inspect.isclass(obj) else obj
-        return typing.get_type_hints(fn)
-    except Exception:  # unresolvable annotations: nothing to check against
+    except Exception:
         return {}
+    fns = [c.__init__ for c in reversed(obj.__mro__)] if inspect.isclass(obj) else [obj]
+    hints: dict[str, Any] = {}
+    for fn in fns:
+        try:
+            hints.update(typing.get_type_hints(fn))
+        except Exception:  # unresolvable annotations: nothing to check against
+            pass
+    return hints
 
 
 def check_types(cfg: Any, path: str = "") -> None:
@@ -61,9 +78,8 @@ def check_types(cfg: Any, path: str = "") -> None:
         if isinstance(value, (DictConfig, ListConfig)):
             check_types(value, where)
         elif key in hints and _accepts(hints[key], value) is False:
-            expected = getattr(hints[key], "__name__", None) or str(hints[key])
             raise ConfigError(
-                f"{where}={value!r} has the wrong type: {cfg['_target_']} expects {expected}"
+                f"{where}={value!r} is not valid: {cfg['_target_']} expects {_describe(hints[key])}"
             )
 
 

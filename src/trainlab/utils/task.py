@@ -10,6 +10,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 
 from trainlab.utils.errors import UserError, one_line
@@ -46,6 +47,10 @@ def run_task(task: Callable[[DictConfig], object], cfg: DictConfig):
             print(f"error: {one_line(user_error)}", file=sys.stderr, flush=True)
             sys.exit(UserError.exit_code)
         where = _traceback_to_log_file()
-        hint = f" (full traceback in {where})" if where else ""
-        print(f"error: {type(e).__name__}: {one_line(e)}{hint}", file=sys.stderr, flush=True)
+        hint = f"full traceback in {where}" if where else ""
+        if isinstance(e, InstantiationException) and e.__cause__ is not None:
+            # Hydra's wrapper ends in "full_key: model": name the node, show the real error.
+            hint = f"while building {one_line(e).removeprefix('full_key: ')}; {hint}"
+            e = e.__cause__
+        print(f"error: {type(e).__name__}: {one_line(e)} ({hint})", file=sys.stderr, flush=True)
         sys.exit(1)

@@ -1,0 +1,134 @@
+"""Each bad input exits non-zero with one clear line, and overwrites nothing."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import FAST, run_in_process
+from PIL import Image
+
+import trainlab.eval
+import trainlab.train
+
+
+def make_image_folder(root, classes=("a", "b"), per_class=4, size=16):
+    for split in ("train", "val"):
+        for i, name in enumerate(classes):
+            folder = root / split / name
+            folder.mkdir(parents=True, exist_ok=True)
+            for j in range(per_class):
+                pixels = np.full((size, size, 3), 40 * i + j, dtype=np.uint8)
+                Image.fromarray(pixels).save(folder / f"{j}.png")
+    return root
+
+
+def run_train(tmp_path, monkeypatch, capfd, *args):
+    argv = ["train.py", *FAST, f"paths.log_dir={tmp_path / 'logs'}",
+            f"paths.data_dir={tmp_path / 'data'}", *args]
+    code = run_in_process(trainlab.train.main, argv, monkeypatch)
+    return code, capfd.readouterr().err
+
+
+def assert_one_clear_line(err: str, *needles: str):
+    assert "Traceback" not in err, err[-3000:]
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, err[-3000:]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_unknown_group_option(tmp_path, monkeypatch, capfd):
+    code, err = run_train(tmp_path, monkeypatch, capfd, "data=nosuchdata")
+    assert code != 0
+    assert "nosuchdata" in err and "Traceback" not in err
+
+
+def test_unknown_key(tmp_path, monkeypatch, capfd):
+    code, err = run_train(tmp_path, monkeypatch, capfd, "trainer.max_epoch=3")
+    assert code != 0
+    assert "trainer.max_epoch" in err and "Traceback" not in err
+
+
+def test_wrong_type(tmp_path, monkeypatch, capfd):
+    code, err = run_train(tmp_path, monkeypatch, capfd, "trainer.max_epochs=ten")
+    assert code == 2
+    assert_one_clear_line(err, "trainer.max_epochs", "ten", "expects int or null")
+
+
+def test_wrong_type_in_a_datamodule(tmp_path, monkeypatch, capfd):
+    code, err = run_train(tmp_path, monkeypatch, capfd, "data.batch_size=big")
+    assert code == 2
+    assert_one_clear_line(err, "data.batch_size", "int")
+
+
+def test_missing_dataset_dir(tmp_path, monkeypatch, capfd):
+    code, err = run_train(tmp_path, monkeypatch, capfd, "data=imagefolder",
+                          f"data.root={tmp_path / 'nowhere'}", "data.num_classes=2")
+    assert code == 2
+    assert_one_clear_line(err, str(tmp_path / "nowhere" / "train"))
+
+
+def test_missing_torchvision_files(tmp_path, monkeypatch, capfd):
+    code, err = run_train(tmp_path, monkeypatch, capfd, "data=mnist", "data.num_workers=0")
+    assert code == 2
+    assert_one_clear_line(err, str(tmp_path / "data" / "MNIST"), "data.download=true")
+
+
+def test_empty_dataset(tmp_path, monkeypatch, capfd):
+    for split in ("train", "val"):
+        for name in ("a", "b"):
+            (tmp_path / "empty" / split / name).mkdir(parents=True)
+    code, err = run_train(tmp_path, monkeypatch, capfd, "data=imagefolder",
+                          f"data.root={tmp_path / 'empty'}", "data.num_classes=2")
+    assert code == 2
+    assert_one_clear_line(err, "no images under")
+
+
+def test_unreadable_image(tmp_path, monkeypatch, capfd):
+    root = make_image_folder(tmp_path / "imgs")
+    (root / "train" / "a" / "broken.png").write_bytes(b"not a png at all")
+    code, err = run_train(tmp_path, monkeypatch, capfd, "data=imagefolder", f"data.root={root}",
+                          "data.num_classes=2", "data.image_size=16", "data.batch_size=4",
+                          "data.num_workers=0")
+    assert code == 2
+    assert_one_clear_line(err, "broken.png")
+
+
+def test_unreadable_image_in_a_worker_process(tmp_path, monkeypatch, capfd):
+    root = make_image_folder(tmp_path / "imgs")
+    (root / "val" / "a" / "broken.png").write_bytes(b"\x89PNG truncated")
+    code, err = run_train(tmp_path, monkeypatch, capfd, "data=imagefolder", f"data.root={root}",
+                          "data.num_classes=2", "data.image_size=16", "data.batch_size=4",
+                          "data.num_workers=1", "data.persistent_workers=false")
+    assert code == 2
+    assert_one_clear_line(err, "broken.png")
+
+
+def test_eval_missing_checkpoint(tmp_path, monkeypatch, capfd):
+    argv = ["eval.py", f"ckpt_path={tmp_path / 'nope.ckpt'}", f"paths.log_dir={tmp_path}"]
+    code = run_in_process(trainlab.eval.main, argv, monkeypatch)
+    err = capfd.readouterr().err
+    assert code == 2
+    assert_one_clear_line(err, "nope.ckpt", "does not exist")
+
+
+def test_existing_run_dir_is_never_overwritten(tmp_path, monkeypatch, capfd):
+    code, _ = run_train(tmp_path, monkeypatch, capfd, "run_name=mine")
+    assert code == 0
+    run_dir = tmp_path / "logs" / "train" / "runs" / "mine"
+    before = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file() and p.suffix != ".log"}
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+
+    code, err = run_train(tmp_path, monkeypatch, capfd, "run_name=mine", "trainer.max_epochs=2")
+    assert code == 2
+    assert_one_clear_line(err, str(run_dir), "run_name")
+    after = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file() and p.suffix != ".log"}
+    assert after == before
+    assert json.loads((run_dir / "metrics.json").read_text()) == metrics
+
+
+@pytest.mark.parametrize("value", ["bf17-mixed"])
+def test_bad_precision_literal(tmp_path, monkeypatch, capfd, value):
+    code, err = run_train(tmp_path, monkeypatch, capfd, f"trainer.precision={value}")
+    assert code == 2
+    assert_one_clear_line(err, "trainer.precision", value)

@@ -1,0 +1,76 @@
+"""DataModules: splits, stray files, offline torchvision sets."""
+
+import logging
+import struct
+
+import numpy as np
+import torch
+from test_bad_input import make_image_folder
+
+from trainlab.data.digits import DigitsDataModule
+from trainlab.data.fake import FakeDataModule
+from trainlab.data.imagefolder import ImageFolderDataModule
+from trainlab.data.torchvision_sets import TorchvisionDataModule
+
+
+def _indices(subset):
+    return set(subset.dataset.indices) if hasattr(subset.dataset, "indices") else None
+
+
+def test_digits_splits_are_disjoint_complete_and_seeded():
+    dm = DigitsDataModule(image_size=32, batch_size=16, seed=0)
+    dm.setup()
+    sizes = [len(dm.train_set), len(dm.val_set), len(dm.test_set)]
+    assert sum(sizes) == 1797 and min(sizes) > 100
+    x, y = next(iter(dm.train_dataloader()))
+    assert x.shape == (16, 1, 32, 32) and x.dtype == torch.float32 and y.max() < 10
+    # Same seed, same split: eval.py sees the test set train.py tested on.
+    again = DigitsDataModule(image_size=32, seed=0)
+    again.setup()
+    assert torch.equal(again.test_set[5][0], dm.test_set[5][0])
+    other = DigitsDataModule(image_size=32, seed=1)
+    other.setup()
+    assert torch.equal(other.test_set[5][0], dm.test_set[5][0])  # test split fixed
+    assert _indices(other.val_set) != _indices(dm.val_set)  # val split follows data.seed
+
+
+def test_image_folder_skips_stray_files_and_says_so(tmp_path, caplog):
+    root = make_image_folder(tmp_path, per_class=3)
+    (root / "train" / "a" / "placeholder.gif").write_bytes(b"GIF89a")
+    (root / "train" / "notes.txt").write_text("scraped 2024")
+    dm = ImageFolderDataModule(root=str(root), num_classes=2, image_size=16, batch_size=2,
+                               crop_scale=(0.3, 1.0))
+    with caplog.at_level(logging.WARNING):
+        dm.setup()
+    assert len(dm.train_set) == 6 and len(dm.val_set) == 6
+    assert "skipped 2 files" in caplog.text and "placeholder.gif" in caplog.text
+    x, y = next(iter(dm.train_dataloader()))
+    assert x.shape == (2, 3, 16, 16)
+
+
+def _write_idx(path, array):
+    magic = {3: 0x0803, 1: 0x0801}[array.ndim]
+    path.write_bytes(struct.pack(">I", magic) + struct.pack(f">{array.ndim}I", *array.shape)
+                     + array.astype(np.uint8).tobytes())
+
+
+def test_mnist_offline_with_files_present(tmp_path):
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for prefix, n in (("train", 40), ("t10k", 10)):
+        _write_idx(raw / f"{prefix}-images-idx3-ubyte", rng.integers(0, 255, (n, 28, 28)))
+        _write_idx(raw / f"{prefix}-labels-idx1-ubyte", rng.integers(0, 10, n))
+    dm = TorchvisionDataModule("mnist", root=str(tmp_path), download=False, image_size=28,
+                               in_chans=1, batch_size=8, mean=(0.13,), std=(0.31,))
+    dm.prepare_data()
+    dm.setup()
+    assert (len(dm.train_set), len(dm.val_set), len(dm.test_set)) == (36, 4, 10)
+    x, _ = next(iter(dm.train_dataloader()))
+    assert x.shape == (8, 1, 28, 28)
+
+
+def test_fake_data_shapes():
+    dm = FakeDataModule(train_size=20, test_size=8, image_size=24, in_chans=3, batch_size=4)
+    dm.setup()
+    assert dm.train_set[0][0].shape == (3, 24, 24) and len(dm.test_set) == 8
