@@ -18,7 +18,7 @@ def test_fast_dev_run(tmp_path, experiment):
     import hydra
 
     try:
-        hydra.utils.instantiate(cfg.data).prepare_data()
+        hydra.utils.instantiate(cfg.data).check()
     except DataError as e:
         pytest.skip(f"data absent: {e}")
     train(cfg)

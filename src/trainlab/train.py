@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from trainlab.callbacks.run_stats import RunStats
 from trainlab.utils import run_dir as rundir
+from trainlab.utils.batch import per_device_batch
 from trainlab.utils.config_checks import check_config
 from trainlab.utils.console import print_config_tree, print_summary
 from trainlab.utils.instantiate import (
@@ -48,7 +49,7 @@ def train(cfg: DictConfig) -> float | None:
         L.seed_everything(cfg.seed, workers=True)
 
     datamodule = hydra.utils.instantiate(cfg.data)
-    model = hydra.utils.instantiate(cfg.model)
+    datamodule.check()  # before the model: a missing data set costs one line, not minutes
     stats = RunStats()
     callbacks = [*instantiate_callbacks(cfg.get("callbacks")), stats]
     loggers = instantiate_loggers(cfg.get("logger"), run_dir)
@@ -56,6 +57,14 @@ def train(cfg: DictConfig) -> float | None:
         cfg.trainer, callbacks=callbacks, logger=loggers or False,
         strategy=instantiate_strategy(cfg.get("strategy")),
     )
+    if datamodule.global_batch_size:
+        datamodule.batch_size = per_device_batch(
+            datamodule.global_batch_size, trainer.world_size, trainer.accumulate_grad_batches)
+    facts = batch_facts(trainer, datamodule.batch_size)
+    log.info(f"batch: {facts['batch_size_per_device']} per device x {facts['world_size']} "
+             f"device(s) x {facts['accumulate_grad_batches']} accumulation = "
+             f"{facts['global_batch_size']} per optimizer step")
+    model = hydra.utils.instantiate(cfg.model)
     for logger in loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
 

@@ -1,0 +1,84 @@
+"""The I-JEPA ViT encoder: timm's VisionTransformer with no class token, fixed 2-D sin-cos
+positions, average pooling, and a forward that keeps only the tokens it is told to keep.
+
+Its state_dict has timm's key names, so an exported encoder loads into
+``timm.create_model("vit_huge_patch14_gap_224", num_classes=0)`` as it is.
+"""
+
+import torch
+from timm.layers.pos_embed_sincos import build_sincos2d_pos_embed
+from timm.models.vision_transformer import VisionTransformer
+from torch.utils.checkpoint import checkpoint
+
+# name: (embed_dim, depth, num_heads, mlp_ratio), as in timm and the I-JEPA paper.
+VIT_SIZES = {
+    "vit_tiny": (192, 12, 3, 4.0),
+    "vit_small": (384, 12, 6, 4.0),
+    "vit_base": (768, 12, 12, 4.0),
+    "vit_large": (1024, 24, 16, 4.0),
+    "vit_huge": (1280, 32, 16, 4.0),
+    "vit_giant": (1408, 40, 16, 48 / 11),
+}
+
+
+def gather_tokens(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Tokens ``x[b, index[b, ...]]``: x (B, N, D), index (B, *S) -> (B, *S, D)."""
+    flat = index.reshape(index.shape[0], -1)
+    out = torch.gather(x, 1, flat.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
+    return out.reshape(*index.shape, x.shape[-1])
+
+
+def sincos_pos_embed(grid: tuple[int, int], dim: int) -> torch.Tensor:
+    """Fixed 2-D sin-cos position table, shaped (1, H*W, dim) like timm's ``pos_embed``."""
+    return build_sincos2d_pos_embed(list(grid), dim=dim).reshape(1, grid[0] * grid[1], dim)
+
+
+class ViTEncoder(VisionTransformer):
+    """A ViT whose ``forward_features(x, keep)`` runs only the patch tokens in ``keep``.
+
+    ``keep`` is a (B, K) tensor of token indices (row-major over the patch grid); the
+    position table is frozen (a parameter without grad, as in the official checkpoints).
+    """
+
+    def __init__(self, img_size: int = 224, patch_size: int = 16, in_chans: int = 3,
+                 size: str = "vit_base", depth: int | None = None, drop_path_rate: float = 0.0,
+                 init_values: float | None = None, grad_checkpointing: bool = False):
+        """``size`` names a width/depth/heads preset of VIT_SIZES; ``depth`` overrides its depth
+        (small data sets on a CPU train a shallower stack of the same width)."""
+        embed_dim, preset_depth, num_heads, mlp_ratio = VIT_SIZES[size]
+        depth = depth or preset_depth
+        super().__init__(
+            img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=0,
+            global_pool="avg", class_token=False, fc_norm=False, embed_dim=embed_dim, depth=depth,
+            num_heads=num_heads, mlp_ratio=mlp_ratio, drop_path_rate=drop_path_rate,
+            init_values=init_values, fix_init=True,
+        )
+        self.grid = self.patch_embed.grid_size
+        self.pos_embed.requires_grad_(False)
+        with torch.no_grad():
+            self.pos_embed.copy_(sincos_pos_embed(self.grid, embed_dim))
+        self.grad_checkpointing = grad_checkpointing
+
+    @property
+    def num_patches(self) -> int:
+        return self.grid[0] * self.grid[1]
+
+    def forward_features(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.patch_embed(x) + self.pos_embed
+        if keep is not None:
+            x = gather_tokens(x, keep)
+        x = self.norm_pre(x)
+        for block in self.blocks:
+            if self.grad_checkpointing and self.training:
+                x = checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x)
+        return self.norm(x)
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+        """Token features (B, K or N, D); ``pooled`` gives one vector per image."""
+        return self.forward_features(x, keep)
+
+    def pooled(self, x: torch.Tensor) -> torch.Tensor:
+        """Average-pooled features of the full image (B, D): the evaluation representation."""
+        return self.forward_features(x).mean(dim=1)

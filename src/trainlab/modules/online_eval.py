@@ -1,0 +1,83 @@
+"""Online evaluation of a representation while it trains, on detached features.
+
+A linear probe (trained by the run's optimizer on detached features, so no gradient
+reaches the encoder), a kNN classifier over a bank of recent training features, and two
+collapse signals: the per-dimension std of normalised features and RankMe, the effective
+rank of the feature matrix (Garrido et al. 2023). Any module that produces one feature
+vector per image can own one of these; it holds no Lightning code.
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torchmetrics.classification import MulticlassAccuracy
+
+
+def rankme(features: torch.Tensor, eps: float = 1e-7) -> torch.Tensor:
+    """exp(entropy of the normalised singular values): 1 when collapsed, up to min(N, D)."""
+    s = torch.linalg.svdvals(features.float())
+    p = s / (s.sum() + eps) + eps
+    return torch.exp(-(p * p.log()).sum())
+
+
+def feature_std(features: torch.Tensor) -> torch.Tensor:
+    """Mean over dimensions of the std of L2-normalised features, times sqrt(D):
+    about 1 for well-spread features, 0 for a collapsed encoder."""
+    z = F.normalize(features.float(), dim=1)
+    return z.std(dim=0).mean() * z.shape[1] ** 0.5
+
+
+class OnlineEvaluator(nn.Module):
+    def __init__(self, dim: int, num_classes: int, knn_k: int = 20, knn_temperature: float = 0.07,
+                 bank_size: int = 4096, max_rank_samples: int = 4096):
+        super().__init__()
+        # BatchNorm without affine standardises the features, as in MAE's linear probe.
+        self.probe = nn.Sequential(nn.BatchNorm1d(dim, affine=False), nn.Linear(dim, num_classes))
+        self.num_classes, self.knn_k, self.knn_temperature = num_classes, knn_k, knn_temperature
+        self.max_rank_samples = max_rank_samples
+        self.register_buffer("bank", torch.zeros(bank_size, dim))
+        self.register_buffer("bank_labels", torch.full((bank_size,), -1, dtype=torch.long))
+        self.register_buffer("bank_next", torch.zeros((), dtype=torch.long))
+        self.probe_acc = MulticlassAccuracy(num_classes)
+        self.knn_acc = MulticlassAccuracy(num_classes)
+        self._seen: list[torch.Tensor] = []
+
+    def training_loss(self, features: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The probe's cross-entropy; also stores the features in the kNN bank."""
+        features = features.detach().float()
+        self._enqueue(features, labels)
+        return F.cross_entropy(self.probe(features), labels)
+
+    @torch.no_grad()
+    def _enqueue(self, features: torch.Tensor, labels: torch.Tensor) -> None:
+        n, size = len(features), len(self.bank)
+        idx = (self.bank_next + torch.arange(n, device=features.device)) % size
+        self.bank[idx], self.bank_labels[idx] = features[-size:], labels[-size:]
+        self.bank_next.copy_((self.bank_next + n) % size)
+
+    @torch.no_grad()
+    def knn_predict(self, features, bank, bank_labels) -> torch.Tensor:
+        """Class scores by similarity-weighted votes of the k nearest bank features (DINO's kNN)."""
+        valid = bank_labels >= 0
+        bank, bank_labels = F.normalize(bank[valid], dim=1), bank_labels[valid]
+        sim = F.normalize(features.float(), dim=1) @ bank.T
+        top_sim, top_idx = sim.topk(min(self.knn_k, len(bank)), dim=1)
+        weights = (top_sim / self.knn_temperature).exp()
+        votes = torch.zeros(len(features), self.num_classes, device=features.device)
+        return votes.scatter_add_(1, bank_labels[top_idx], weights)
+
+    @torch.no_grad()
+    def update(self, features: torch.Tensor, labels: torch.Tensor, bank, bank_labels) -> None:
+        """Score a batch of held-out features; ``bank`` is the (all-gathered) training bank."""
+        self.probe_acc.update(self.probe(features.float()), labels)
+        if (bank_labels >= 0).any():
+            self.knn_acc.update(self.knn_predict(features, bank, bank_labels), labels)
+        if sum(len(f) for f in self._seen) < self.max_rank_samples:
+            self._seen.append(features.detach().float())
+
+    def collapse_stats(self, gathered: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"feat_std": feature_std(gathered), "rankme": rankme(gathered)}
+
+    def take_seen(self) -> torch.Tensor | None:
+        seen, self._seen = self._seen, []
+        return torch.cat(seen) if seen else None

@@ -1,0 +1,26 @@
+"""Per-step schedules as plain functions of (step, total): LR, weight decay, EMA momentum.
+
+torch's LR schedulers cover the learning rate only; I-JEPA also schedules weight decay
+and EMA momentum on the same step counter, so all three live here side by side.
+"""
+
+import math
+
+
+def warmup_cosine(step: int, total: int, warmup: int, start: float, peak: float, final: float) -> float:
+    """Linear from ``start`` to ``peak`` over ``warmup`` steps, then cosine to ``final``."""
+    if step < warmup:
+        return start + (peak - start) * step / max(1, warmup)
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return final + (peak - final) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def cosine(step: int, total: int, start: float, end: float) -> float:
+    """Cosine from ``start`` at step 0 to ``end`` at ``total`` (I-JEPA's weight decay)."""
+    progress = min(1.0, step / max(1, total))
+    return end + (start - end) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def linear(step: int, total: int, start: float, end: float) -> float:
+    """Linear from ``start`` to ``end`` (I-JEPA's EMA momentum, 0.996 -> 1.0)."""
+    return start + (end - start) * min(1.0, step / max(1, total))

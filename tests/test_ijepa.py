@@ -1,0 +1,85 @@
+"""The I-JEPA module: EMA once per optimizer step, schedules, what gets gradients and decay."""
+
+import lightning as L
+import pytest
+import torch
+from conftest import compose_cfg
+import hydra
+
+from trainlab.modules.ijepa import IJEPA
+from trainlab.optim.schedules import cosine, linear, warmup_cosine
+
+
+def tiny_ijepa(tmp_path, *overrides):
+    cfg = compose_cfg(tmp_path, ["experiment=ijepa_digits", "model.encoder.depth=1",
+                                 "model.predictor.depth=1",
+                                 "model.masks.min_keep=2", *overrides])
+    return hydra.utils.instantiate(cfg.model), hydra.utils.instantiate(cfg.data)
+
+
+def test_schedules_hit_their_end_points():
+    assert warmup_cosine(0, 100, 10, 2e-4, 1e-3, 1e-6) == pytest.approx(2e-4)
+    assert warmup_cosine(10, 100, 10, 2e-4, 1e-3, 1e-6) == pytest.approx(1e-3)
+    assert warmup_cosine(100, 100, 10, 2e-4, 1e-3, 1e-6) == pytest.approx(1e-6)
+    assert cosine(0, 50, 0.04, 0.4) == pytest.approx(0.04)
+    assert cosine(50, 50, 0.04, 0.4) == pytest.approx(0.4)
+    assert linear(25, 50, 0.996, 1.0) == pytest.approx(0.998)
+
+
+def test_ema_steps_once_per_optimizer_step_under_accumulation(tmp_path, monkeypatch):
+    model, data = tiny_ijepa(tmp_path)
+    momenta = []
+    update = IJEPA.update_target
+    monkeypatch.setattr(IJEPA, "update_target", lambda self, m: (momenta.append(m), update(self, m)))
+    before = [p.clone() for p in model.target_encoder.parameters()]
+    trainer = L.Trainer(accelerator="cpu", max_epochs=1, limit_train_batches=6,
+                        accumulate_grad_batches=3, limit_val_batches=0, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False)
+    trainer.fit(model, datamodule=data)
+    assert trainer.global_step == 2 and len(momenta) == 2  # 6 micro-batches, 2 optimizer steps
+    # The schedule spans the real number of optimizer steps: 0.99 at step 0 -> 0.995 at step 1 of 2.
+    assert momenta == pytest.approx([0.99, 0.995])
+    moved = [not torch.equal(a, b) for a, b in zip(before, model.target_encoder.parameters(), strict=True)]
+    assert any(moved)
+    assert all(not p.requires_grad for p in model.target_encoder.parameters())
+
+
+def test_target_encoder_is_the_ema_of_the_encoder(tmp_path):
+    model, _ = tiny_ijepa(tmp_path)
+    with torch.no_grad():
+        for p in model.encoder.parameters():
+            p.add_(1.0)
+    target_before = [p.clone() for p in model.target_encoder.parameters()]
+    model.update_target(0.9)
+    for t0, t1, e in zip(target_before, model.target_encoder.parameters(), model.encoder.parameters(),
+                         strict=True):
+        assert torch.allclose(t1, 0.9 * t0 + 0.1 * e, atol=1e-6)
+
+
+def test_no_weight_decay_on_biases_and_norms_and_probe_unscheduled(tmp_path):
+    model, _ = tiny_ijepa(tmp_path)
+    optimizer = model.configure_optimizers()
+    by_name = {g["name"]: g for g in optimizer.param_groups}
+    for name in ("encoder/no_decay", "predictor/no_decay"):
+        assert by_name[name]["weight_decay"] == 0.0
+        assert all(p.ndim <= 1 for p in by_name[name]["params"])
+    assert all(p.ndim > 1 for p in by_name["encoder/decay"]["params"])
+    assert not by_name["probe"]["scheduled"]
+    encoder_ids = {id(p) for p in model.encoder.parameters() if p.requires_grad}
+    grouped = {id(p) for g in optimizer.param_groups for p in g["params"]}
+    assert encoder_ids <= grouped
+    assert not {id(p) for p in model.target_encoder.parameters()} & grouped
+
+
+def test_loss_gradients_reach_encoder_and_predictor_but_not_the_target(tmp_path):
+    model, data = tiny_ijepa(tmp_path)
+    data.setup()
+    images, labels = next(iter(data.train_dataloader()))
+    from trainlab.data.masks import step_generator
+
+    loss, features, _ = model.jepa_loss(images, step_generator(0, 0, 0))
+    loss.backward()
+    assert model.encoder.blocks[0].attn.qkv.weight.grad.abs().sum() > 0
+    assert model.predictor.blocks[0].mlp.fc1.weight.grad.abs().sum() > 0
+    assert all(p.grad is None for p in model.target_encoder.parameters())
+    assert features.shape == (len(images), model.encoder.embed_dim) and not features.requires_grad

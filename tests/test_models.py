@@ -1,0 +1,54 @@
+"""The ViT encoder and the predictor: shapes, timm compatibility, token selection."""
+
+import timm
+import torch
+
+from trainlab.models.predictor import Predictor
+from trainlab.models.vit import ViTEncoder
+
+
+def test_vit_huge_patch14_matches_timm_parameter_for_parameter():
+    with torch.device("meta"):
+        ours = ViTEncoder(img_size=224, patch_size=14, size="vit_huge")
+        reference = timm.create_model("vit_huge_patch14_gap_224", pretrained=False, num_classes=0)
+    ours_sd, ref_sd = ours.state_dict(), reference.state_dict()
+    assert {k: v.shape for k, v in ours_sd.items()} == {k: v.shape for k, v in ref_sd.items()}
+    assert round(sum(p.numel() for p in ours.parameters()) / 1e6, 1) == 630.8
+
+
+def test_keeping_all_tokens_is_the_full_forward_and_positions_are_frozen():
+    torch.manual_seed(0)
+    enc = ViTEncoder(img_size=32, patch_size=4, in_chans=1, size="vit_tiny", depth=2).eval()
+    x = torch.randn(2, 1, 32, 32)
+    everything = torch.arange(64).expand(2, 64)
+    assert torch.allclose(enc(x, everything), enc(x), atol=1e-5)
+    assert enc(x, everything[:, :10]).shape == (2, 10, 192)
+    assert not enc.pos_embed.requires_grad
+    assert enc.pooled(x).shape == (2, 192)
+
+
+def test_activation_checkpointing_gives_the_same_gradients():
+    torch.manual_seed(0)
+    plain = ViTEncoder(img_size=32, patch_size=4, in_chans=1, size="vit_tiny", depth=2)
+    ckpt = ViTEncoder(img_size=32, patch_size=4, in_chans=1, size="vit_tiny", depth=2,
+                      grad_checkpointing=True)
+    ckpt.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 1, 32, 32)
+    plain(x).sum().backward()
+    ckpt(x).sum().backward()
+    for a, b in zip(plain.parameters(), ckpt.parameters(), strict=True):
+        if a.grad is not None:
+            assert torch.allclose(a.grad, b.grad, atol=1e-5)
+
+
+def test_predictor_predicts_each_target_block_separately():
+    torch.manual_seed(0)
+    pred = Predictor(grid=(8, 8), embed_dim=64, pred_dim=32, depth=2, num_heads=4).eval()
+    context, context_idx = torch.randn(2, 20, 64), torch.randint(0, 64, (2, 20))
+    targets = torch.randint(0, 64, (2, 3, 5))
+    out = pred(context, context_idx, targets)
+    assert out.shape == (2, 3, 5, 64)
+    # Block 0's prediction does not depend on block 1's positions.
+    moved = targets.clone()
+    moved[:, 1] = (moved[:, 1] + 7) % 64
+    assert torch.allclose(pred(context, context_idx, moved)[:, 0], out[:, 0], atol=1e-5)
