@@ -14,16 +14,22 @@ from torchmetrics.classification import MulticlassAccuracy
 
 
 def rankme(features: torch.Tensor, eps: float = 1e-7) -> torch.Tensor:
-    """exp(entropy of the normalised singular values): 1 when collapsed, up to min(N, D)."""
-    s = torch.linalg.svdvals(features.float())
+    """exp(entropy of the normalised singular values): 1 when collapsed, up to min(N, D).
+
+    Features are centred first: average-pooled ViT features share a large constant offset
+    that would otherwise dominate the spectrum and read as collapse.
+    """
+    features = features.float()
+    s = torch.linalg.svdvals(features - features.mean(dim=0))
     p = s / (s.sum() + eps) + eps
     return torch.exp(-(p * p.log()).sum())
 
 
 def feature_std(features: torch.Tensor) -> torch.Tensor:
-    """Mean over dimensions of the std of L2-normalised features, times sqrt(D):
+    """Mean over dimensions of the std of centred, L2-normalised features, times sqrt(D):
     about 1 for well-spread features, 0 for a collapsed encoder."""
-    z = F.normalize(features.float(), dim=1)
+    features = features.float()
+    z = F.normalize(features - features.mean(dim=0), dim=1)
     return z.std(dim=0).mean() * z.shape[1] ** 0.5
 
 
