@@ -42,6 +42,8 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     # Re-resolve the training run's data/model against this run's paths and config.
     with open_dict(cfg):
         cfg.data, cfg.model = train_cfg.data, train_cfg.model
+        if "init_from" in cfg.model:  # the checkpoint holds the weights; skip the start file
+            cfg.model.init_from = None
     check_config(cfg)
     L.seed_everything(cfg.seed, workers=True)
 

@@ -22,7 +22,8 @@ class Predictor(nn.Module):
         super().__init__()
         self.embed = nn.Linear(embed_dim, pred_dim)
         self.mask_token = nn.Parameter(torch.zeros(1, 1, pred_dim))
-        self.register_buffer("pos_embed", sincos_pos_embed(tuple(grid), pred_dim), persistent=False)
+        # Frozen parameter, not a buffer: official checkpoints carry it (predictor_pos_embed).
+        self.pos_embed = nn.Parameter(sincos_pos_embed(tuple(grid), pred_dim), requires_grad=False)
         rates = [drop_path_rate * i / max(1, depth - 1) for i in range(depth)]  # stochastic depth
         self.blocks = nn.ModuleList(
             Block(pred_dim, num_heads, mlp_ratio, qkv_bias=True, drop_path=r) for r in rates

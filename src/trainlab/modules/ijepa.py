@@ -14,6 +14,7 @@ from trainlab.models.vit import ViTEncoder, gather_tokens
 from trainlab.modules.online_eval import OnlineEvaluator
 from trainlab.optim.param_groups import decay_groups
 from trainlab.optim.schedules import cosine, linear, warmup_cosine
+from trainlab.utils.checkpoints import ijepa_parts, load_into, read_state
 
 LOSSES = {"smooth_l1": F.smooth_l1_loss, "l1": F.l1_loss, "l2": F.mse_loss}
 
@@ -35,7 +36,7 @@ class IJEPA(L.LightningModule):
                  lr: tuple = (2e-4, 1e-3, 1e-6), warmup_epochs: float = 40,
                  weight_decay: tuple = (0.04, 0.4), ema: tuple = (0.996, 1.0),
                  loss: str = "smooth_l1", probe_lr: float = 1e-3, knn_k: int = 20,
-                 bank_size: int = 4096, seed: int = 0):
+                 bank_size: int = 4096, init_from: str | None = None, seed: int = 0):
         super().__init__()
         self.save_hyperparameters(logger=False, ignore=["encoder"])
         self.encoder = encoder
@@ -44,6 +45,13 @@ class IJEPA(L.LightningModule):
         self.target_encoder = copy.deepcopy(encoder).requires_grad_(False)
         self.online = OnlineEvaluator(encoder.embed_dim, num_classes, knn_k=knn_k, bank_size=bank_size)
         self.loss_fn = LOSSES[loss]
+        if init_from:
+            self.load_weights(init_from)
+
+    def load_weights(self, path: str) -> None:
+        """Start from an official I-JEPA, timm ``*_ijepa`` or trainlab checkpoint."""
+        for name, state in ijepa_parts(read_state(path)).items():
+            load_into(getattr(self, name), state, name)
 
     # -- the I-JEPA objective ------------------------------------------------------------
     def forward(self, images: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,137 @@
+"""The DataModule every data set shares: splits, loaders and transforms.
+
+A data set subclass only says how to build its raw splits (``build_splits``); batching,
+validation split, workers and transforms live here once.
+"""
+
+from collections.abc import Sequence
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Dataset, Subset
+
+from trainlab.data.transforms import build_transform
+from trainlab.utils.errors import DataError
+
+
+class Transformed(Dataset):
+    """Applies a transform to the image of an (image, label) data set.
+
+    Train and validation share one underlying data set but need different transforms,
+    so the transform is attached per split instead of to the data set itself.
+    """
+
+    def __init__(self, dataset: Dataset, transform):
+        self.dataset, self.transform = dataset, transform
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, i):
+        image, label = self.dataset[i]
+        return self.transform(image), label
+
+
+class ImageDataModule(L.LightningDataModule):
+    """Base class: subclasses implement ``build_splits`` and may override ``prepare_data``."""
+
+    name = "images"
+
+    def __init__(
+        self,
+        root: str = "data",
+        image_size: int = 32,
+        in_chans: int = 3,
+        num_classes: int = 10,
+        mean: Sequence[float] = (0.5,),
+        std: Sequence[float] = (0.5,),
+        batch_size: int = 64,
+        global_batch_size: int | None = None,
+        eval_batch_size: int | None = None,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        persistent_workers: bool = False,
+        drop_last: bool = True,
+        val_fraction: float = 0.1,
+        seed: int = 0,
+        crop_scale: Sequence[float] | None = None,
+        hflip: bool = False,
+        collate_fn=None,
+    ):
+        super().__init__()
+        self.root, self.image_size, self.in_chans = root, image_size, in_chans
+        self.num_classes, self.mean, self.std = num_classes, tuple(mean), tuple(std)
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
+        # When set, train.py derives batch_size from it and the number of devices.
+        self.global_batch_size = global_batch_size
+        self.num_workers = num_workers
+        self.pin_memory = pin_memory and torch.cuda.is_available()
+        self.persistent_workers = persistent_workers and num_workers > 0
+        self.drop_last, self.val_fraction, self.seed = drop_last, val_fraction, seed
+        self.crop_scale, self.hflip = crop_scale, hflip
+        # Pre-training methods (I-JEPA's mask collator) batch differently from classifiers.
+        self.collate_fn = collate_fn
+        self.train_set = self.val_set = self.test_set = None
+
+    # -- to implement -------------------------------------------------------------------
+    def check(self) -> None:
+        """Fail fast, before any model is built, when the data cannot be there (cheap checks)."""
+
+    def build_splits(self) -> tuple[Dataset, Dataset | None, Dataset]:
+        """Return (train, val or None, test) of raw (image, label) pairs.
+
+        Return ``None`` for val when the data set has no validation split: a seeded
+        ``val_fraction`` of train is held out instead.
+        """
+        raise NotImplementedError
+
+    # -- shared -------------------------------------------------------------------------
+    def transform(self, train: bool):
+        return build_transform(
+            self.image_size, self.mean, self.std, train, self.crop_scale, self.hflip
+        )
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        train, val, test = self.build_splits()
+        if val is None:
+            train, val = self._hold_out(train)
+        for split, data in (("train", train), ("val", val), ("test", test)):
+            if len(data) == 0:
+                raise DataError(f"the {split} split of {self.name} is empty: check data.root")
+        self.train_set = Transformed(train, self.transform(train=True))
+        self.val_set = Transformed(val, self.transform(train=False))
+        self.test_set = Transformed(test, self.transform(train=False))
+
+    def _hold_out(self, train: Dataset) -> tuple[Dataset, Dataset]:
+        n_val = round(len(train) * self.val_fraction)
+        if not 0 < n_val < len(train):
+            raise DataError(
+                f"data.val_fraction={self.val_fraction} leaves no train or no val samples "
+                f"out of {len(train)}: choose a value in (0, 1)"
+            )
+        # Seeded, so train.py and eval.py and every rank see the same split.
+        order = torch.randperm(len(train), generator=torch.Generator().manual_seed(self.seed))
+        return Subset(train, order[n_val:].tolist()), Subset(train, order[:n_val].tolist())
+
+    def _loader(self, dataset: Dataset, train: bool) -> DataLoader:
+        return DataLoader(
+            dataset,
+            batch_size=self.batch_size if train else self.eval_batch_size,
+            shuffle=train,
+            drop_last=train and self.drop_last,
+            num_workers=self.num_workers,
+            pin_memory=self.pin_memory,
+            persistent_workers=self.persistent_workers,
+            collate_fn=self.collate_fn if train else None,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.train_set, train=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.val_set, train=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader(self.test_set, train=False)

@@ -1,0 +1,85 @@
+"""An ImageFolder tree: ``root/train/<class>/*`` and ``root/val/<class>/*`` (ImageNet's layout).
+
+Real folders hold stray files (a .gif placeholder, a README.txt): files without an image
+extension are skipped and counted in the log, not silently. An image that cannot be
+decoded stops the run with its path, since training on a silently shrunken data set is
+worse than stopping.
+"""
+
+from pathlib import Path
+
+from PIL import Image
+from torchvision.datasets import ImageFolder
+from torchvision.datasets.folder import IMG_EXTENSIONS
+
+from trainlab.data.base import ImageDataModule
+from trainlab.utils.errors import DataError
+from trainlab.utils.logging import get_logger
+
+log = get_logger(__name__)
+
+
+def load_image(path: str) -> Image.Image:
+    try:
+        with open(path, "rb") as f:
+            return Image.open(f).convert("RGB")
+    except (OSError, ValueError) as e:
+        raise DataError(f"cannot read image {path} ({e}): delete or replace the file") from None
+
+
+def open_split(root: Path, split: str) -> ImageFolder:
+    folder = root / split
+    if not folder.is_dir():
+        raise DataError(
+            f"no {split} folder at {folder}: expected {root}/{split}/<class>/<image> "
+            f"(set data.root to the folder that holds train/ and val/)"
+        )
+    try:
+        dataset = ImageFolder(str(folder), loader=load_image)
+    except FileNotFoundError as e:  # no class folders, or no image in any of them
+        raise DataError(f"no images under {folder} ({e})") from None
+    n_files = sum(1 for p in folder.rglob("*") if p.is_file())
+    skipped = n_files - len(dataset)
+    if skipped:
+        examples = [
+            p.name for p in folder.rglob("*") if p.is_file() and p.suffix.lower() not in IMG_EXTENSIONS
+        ][:3]
+        log.warning(f"{folder}: skipped {skipped} files that are not images, e.g. {examples}")
+    return dataset
+
+
+class ImageFolderDataModule(ImageDataModule):
+    """Train on ``root/train``; ``root/val`` serves as both validation and test split,
+    as for ImageNet whose test labels are not public. Set ``val_fraction`` > 0 with
+    ``holdout_val=true`` to carve validation out of train instead and keep val for test.
+    """
+
+    name = "imagefolder"
+
+    def __init__(self, holdout_val: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.holdout_val = holdout_val
+
+    def check(self) -> None:
+        for split in ("train", "val"):
+            folder = Path(self.root) / split
+            if not folder.is_dir():
+                raise DataError(
+                    f"no {split} folder at {folder}: expected {self.root}/{split}/<class>/<image> "
+                    f"(set data.root to the folder that holds train/ and val/)"
+                )
+
+    def build_splits(self):
+        root = Path(self.root)
+        train, val = open_split(root, "train"), open_split(root, "val")
+        if train.classes != val.classes:
+            raise DataError(
+                f"train/ and val/ under {root} have different class folders "
+                f"({len(train.classes)} vs {len(val.classes)}): make them match"
+            )
+        if len(train.classes) != self.num_classes:
+            raise DataError(
+                f"{root}/train has {len(train.classes)} class folders but "
+                f"data.num_classes={self.num_classes}: set data.num_classes={len(train.classes)}"
+            )
+        return train, (None if self.holdout_val else val), val

@@ -1,0 +1,102 @@
+"""I-JEPA's multi-block masks: one large context block, M small target blocks.
+
+Drawn vectorised for a whole batch from a generator seeded by (seed, epoch, step), so a
+step's masks are the same whatever the number of dataloader workers or ranks, and are
+reproduced exactly on resume. They are drawn in the training step, not in the dataloader
+collate, since a collate function cannot know the global step.
+
+Three flaws of the reference collator are fixed here:
+1. block scale and aspect ratio are drawn independently (the reference uses one number);
+2. a block's corner is drawn from [0, H - h] inclusive, so blocks reach the last row and
+   column (the reference's randint(0, H - h) never does);
+3. contexts are equalised to the batch minimum by dropping a random subset of each
+   context's patches (the reference keeps the first K in row-major order, a top bias).
+And it always terminates: impossible settings are refused up front, and a context that
+keeps too few patches after removing the targets is redrawn a bounded number of times,
+then falls back to the whole grid minus the targets.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from trainlab.utils.errors import ConfigError
+
+
+@dataclass
+class Masks:
+    context: torch.Tensor  # (B, K) token indices, sorted, the same K for the whole batch
+    targets: torch.Tensor  # (B, M, T) token indices of each target block, row-major
+
+
+def step_generator(seed: int, epoch: int, step: int) -> torch.Generator:
+    """A CPU generator whose stream depends only on (seed, epoch, step)."""
+    return torch.Generator().manual_seed(hash((seed, epoch, step)) & (2**63 - 1))
+
+
+class MultiBlockMaskGenerator:
+    def __init__(self, grid: tuple[int, int] | int, num_targets: int = 4,
+                 target_scale=(0.15, 0.2), target_aspect=(0.75, 1.5),
+                 context_scale=(0.85, 1.0), context_aspect=(1.0, 1.0),
+                 min_keep: int = 10, max_tries: int = 20):
+        self.H, self.W = (grid, grid) if isinstance(grid, int) else tuple(grid)
+        self.N = self.H * self.W
+        self.num_targets, self.min_keep, self.max_tries = num_targets, min_keep, max_tries
+        self.target_scale, self.target_aspect = tuple(target_scale), tuple(target_aspect)
+        self.context_scale, self.context_aspect = tuple(context_scale), tuple(context_aspect)
+        self._check()
+
+    def _block_size(self, scale: float, aspect: float) -> tuple[int, int]:
+        h = round(math.sqrt(scale * self.N * aspect))
+        w = round(math.sqrt(scale * self.N / aspect))
+        return min(max(h, 1), self.H), min(max(w, 1), self.W)
+
+    def _check(self) -> None:
+        worst_target = max(
+            h * w for h, w in (self._block_size(self.target_scale[1], a) for a in self.target_aspect)
+        )
+        left = self.N - self.num_targets * worst_target
+        if left < self.min_keep:
+            raise ConfigError(
+                f"masks cannot keep min_keep={self.min_keep} context patches on a "
+                f"{self.H}x{self.W} grid: {self.num_targets} targets of up to {worst_target} "
+                f"patches may leave only {left}; lower min_keep, num_targets or target_scale"
+            )
+
+    def _sample_size(self, g, scale, aspect) -> tuple[int, int]:
+        s = scale[0] + (scale[1] - scale[0]) * torch.rand((), generator=g).item()
+        a = aspect[0] + (aspect[1] - aspect[0]) * torch.rand((), generator=g).item()  # independent
+        return self._block_size(s, a)
+
+    def _blocks(self, g, shape, h: int, w: int) -> torch.Tensor:
+        """Boolean (*shape, H, W) masks of h x w blocks at uniform positions, edges included."""
+        top = torch.randint(0, self.H - h + 1, shape, generator=g)
+        left = torch.randint(0, self.W - w + 1, shape, generator=g)
+        rows, cols = torch.arange(self.H), torch.arange(self.W)
+        in_rows = (rows >= top[..., None]) & (rows < (top + h)[..., None])
+        in_cols = (cols >= left[..., None]) & (cols < (left + w)[..., None])
+        return in_rows[..., :, None] & in_cols[..., None, :]
+
+    def __call__(self, batch_size: int, generator: torch.Generator) -> Masks:
+        g, B, M = generator, batch_size, self.num_targets
+        th, tw = self._sample_size(g, self.target_scale, self.target_aspect)
+        ch, cw = self._sample_size(g, self.context_scale, self.context_aspect)
+        targets = self._blocks(g, (B, M), th, tw).reshape(B, M, self.N)
+        covered = targets.any(dim=1)
+        context = self._blocks(g, (B,), ch, cw).reshape(B, self.N) & ~covered
+        for _ in range(self.max_tries):
+            short = context.sum(1) < self.min_keep
+            if not short.any():
+                break
+            redraw = self._blocks(g, (int(short.sum()),), ch, cw).reshape(-1, self.N)
+            context[short] = redraw & ~covered[short]
+        else:  # still short after max_tries: the whole grid minus the targets (checked >= min_keep)
+            short = context.sum(1) < self.min_keep
+            context[short] = ~covered[short]
+        # Equalise context lengths by keeping a random K-subset of each context.
+        keep = int(context.sum(1).min())
+        scores = torch.rand(B, self.N, generator=g).masked_fill(~context, 2.0)
+        context_idx = scores.topk(keep, dim=1, largest=False).indices.sort(dim=1).values
+        target_idx = targets.nonzero()[:, 2].reshape(B, M, th * tw)
+        return Masks(context=context_idx, targets=target_idx)

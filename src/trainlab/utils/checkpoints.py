@@ -1,0 +1,101 @@
+"""Import and export of encoder weights: official I-JEPA checkpoints, timm files, our own.
+
+Everything is read with ``weights_only=True`` (or safetensors): a weights file from the
+internet cannot run code on load.
+"""
+
+import re
+from pathlib import Path
+
+import torch
+
+from trainlab.utils.errors import UserError
+
+# Official I-JEPA predictor names -> ours (trainlab.models.predictor.Predictor).
+PREDICTOR_KEYS = [
+    (r"^predictor_embed\.", "embed."),
+    (r"^predictor_blocks\.", "blocks."),
+    (r"^predictor_norm\.", "norm."),
+    (r"^predictor_proj\.", "proj."),
+    (r"^predictor_pos_embed$", "pos_embed"),
+]
+
+
+def read_state(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"weights file {path} does not exist: check model.init_from")
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        return load_file(str(path))
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise UserError(f"cannot read weights from {path} with weights_only=True ({e})") from None
+
+
+def strip_prefix(state: dict, prefix: str = "module.") -> dict:
+    return {k.removeprefix(prefix): v for k, v in state.items()}
+
+
+def rename(state: dict, rules) -> dict:
+    out = {}
+    for key, value in state.items():
+        for pattern, repl in rules:
+            key = re.sub(pattern, repl, key)
+        out[key] = value
+    return out
+
+
+def ijepa_parts(state: dict) -> dict[str, dict]:
+    """Split a weights file into {encoder, target_encoder, predictor} state dicts in our names.
+
+    Accepts the official I-JEPA checkpoint (dicts under 'encoder', 'predictor',
+    'target_encoder', keys with or without 'module.'), a timm ``*_ijepa`` encoder state dict
+    (loaded into both encoders), and a Lightning checkpoint of this project.
+    """
+    if "state_dict" in state:  # a trainlab Lightning checkpoint
+        sd = state["state_dict"]
+        parts = {name: {k[len(name) + 1:]: v for k, v in sd.items() if k.startswith(name + ".")}
+                 for name in ("encoder", "target_encoder", "predictor")}
+        return {k: v for k, v in parts.items() if v}
+    if "encoder" in state and isinstance(state["encoder"], dict):
+        parts = {"encoder": strip_prefix(state["encoder"])}
+        if "target_encoder" in state:
+            parts["target_encoder"] = strip_prefix(state["target_encoder"])
+        if "predictor" in state:
+            parts["predictor"] = rename(strip_prefix(state["predictor"]), PREDICTOR_KEYS)
+        return parts
+    encoder = strip_prefix(state)
+    if "pos_embed" not in encoder or not any(k.startswith("blocks.") for k in encoder):
+        raise UserError("unrecognised weights file: expected an I-JEPA, timm or trainlab checkpoint")
+    return {"encoder": encoder, "target_encoder": encoder}
+
+
+def load_into(module: torch.nn.Module, state: dict, what: str) -> None:
+    """Strict load with one readable line when shapes or names do not match the config."""
+    try:
+        module.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        first = str(e).splitlines()[1].strip() if len(str(e).splitlines()) > 1 else str(e)
+        raise UserError(
+            f"the {what} weights do not fit the configured model ({first}): "
+            f"set model.encoder.size/patch_size/img_size to the checkpoint's"
+        ) from None
+
+
+def export_target_encoder(ckpt_path: str | Path, out_path: str | Path) -> Path:
+    """Write the target encoder of a trainlab checkpoint as a timm-loadable state dict."""
+    state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    encoder = ijepa_parts(state).get("target_encoder")
+    if not encoder:
+        raise UserError(f"{ckpt_path} holds no target_encoder weights")
+    out_path = Path(out_path)
+    if out_path.suffix == ".safetensors":
+        from safetensors.torch import save_file
+
+        save_file({k: v.contiguous() for k, v in encoder.items()}, str(out_path))
+    else:
+        torch.save(encoder, out_path)
+    return out_path

@@ -1,0 +1,80 @@
+"""Weight import (official I-JEPA, timm) and export (timm), on synthetic files, no download."""
+
+import pytest
+import torch
+from test_ijepa import tiny_ijepa
+from timm.models.vision_transformer import VisionTransformer
+
+from trainlab.utils.checkpoints import PREDICTOR_KEYS, export_target_encoder
+from trainlab.utils.errors import UserError
+
+
+def official_names(predictor_state):
+    """Our predictor keys -> the official ones (the inverse of PREDICTOR_KEYS)."""
+    out = {}
+    for key, value in predictor_state.items():
+        for official, ours in PREDICTOR_KEYS:
+            plain = official.strip("^$").replace("\\.", ".")
+            if key.startswith(ours) and (ours.endswith(".") or key == ours):
+                key = plain + key[len(ours):]
+                break
+        out[key] = value
+    return out
+
+
+def randomised(state):
+    return {k: torch.randn_like(v) for k, v in state.items()}
+
+
+@pytest.mark.parametrize("prefix", ["module.", ""])
+def test_official_checkpoint_loads_into_all_three_parts(tmp_path, prefix):
+    model, _ = tiny_ijepa(tmp_path)
+    enc, tgt = randomised(model.encoder.state_dict()), randomised(model.target_encoder.state_dict())
+    pred = randomised(model.predictor.state_dict())
+    official_pred = official_names(pred)
+    assert "predictor_embed.weight" in official_pred and "predictor_pos_embed" in official_pred
+    add = lambda sd: {prefix + k: v for k, v in sd.items()}  # noqa: E731
+    path = tmp_path / "ijepa.pth.tar"
+    torch.save({"encoder": add(enc), "predictor": add(official_pred), "target_encoder": add(tgt),
+                "epoch": 300}, path)
+    model.load_weights(str(path))
+    assert torch.equal(model.encoder.blocks[0].attn.qkv.weight, enc["blocks.0.attn.qkv.weight"])
+    assert torch.equal(model.target_encoder.norm.weight, tgt["norm.weight"])
+    assert torch.equal(model.predictor.embed.weight, pred["embed.weight"])
+    assert torch.equal(model.predictor.pos_embed, pred["pos_embed"])
+
+
+def test_timm_file_loads_into_both_encoders_and_export_round_trips(tmp_path):
+    model, _ = tiny_ijepa(tmp_path)
+    timm_state = randomised(model.encoder.state_dict())
+    from safetensors.torch import save_file
+
+    save_file(timm_state, str(tmp_path / "model.safetensors"))
+    model.load_weights(str(tmp_path / "model.safetensors"))
+    assert torch.equal(model.target_encoder.pos_embed, timm_state["pos_embed"])
+    assert torch.equal(model.encoder.blocks[-1].mlp.fc2.weight, timm_state[next(
+        k for k in timm_state if k.endswith("mlp.fc2.weight") and k.startswith(f"blocks.{len(model.encoder.blocks) - 1}"))])
+
+    # Export the target encoder from a Lightning-style checkpoint; timm loads it strictly.
+    ckpt = tmp_path / "last.ckpt"
+    torch.save({"state_dict": model.state_dict()}, ckpt)
+    out = export_target_encoder(ckpt, tmp_path / "encoder.pth")
+    enc = model.encoder
+    reference = VisionTransformer(
+        img_size=32, patch_size=4, in_chans=1, num_classes=0, global_pool="avg",
+        class_token=False, fc_norm=False, embed_dim=enc.embed_dim, depth=len(enc.blocks),
+        num_heads=enc.blocks[0].attn.num_heads)
+    reference.load_state_dict(torch.load(out, weights_only=True), strict=True)
+    x = torch.randn(2, 1, 32, 32)
+    assert torch.allclose(reference.eval()(x), model.target_encoder.eval().pooled(x), atol=1e-5)
+
+
+def test_mismatched_weights_are_one_clear_error(tmp_path):
+    model, _ = tiny_ijepa(tmp_path)
+    state = model.encoder.state_dict()
+    state["pos_embed"] = torch.zeros(1, 10, 5)
+    torch.save(state, tmp_path / "wrong.pth")
+    with pytest.raises(UserError, match="do not fit the configured model"):
+        model.load_weights(str(tmp_path / "wrong.pth"))
+    with pytest.raises(UserError, match="does not exist"):
+        model.load_weights(str(tmp_path / "missing.pth"))
