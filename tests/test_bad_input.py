@@ -88,7 +88,7 @@ def test_unreadable_image(tmp_path, monkeypatch, capfd):
     root = make_image_folder(tmp_path / "imgs")
     (root / "train" / "a" / "broken.png").write_bytes(b"not a png at all")
     code, err = run_train(tmp_path, monkeypatch, capfd, "data=imagefolder", f"data.root={root}",
-                          "data.num_classes=2", "data.image_size=16", "data.batch_size=4",
+                          "data.num_classes=2", "data.image_size=32", "data.batch_size=4",
                           "data.num_workers=0")
     assert code == 2
     assert_one_clear_line(err, "broken.png")
@@ -98,7 +98,7 @@ def test_unreadable_image_in_a_worker_process(tmp_path, monkeypatch, capfd):
     root = make_image_folder(tmp_path / "imgs")
     (root / "val" / "a" / "broken.png").write_bytes(b"\x89PNG truncated")
     code, err = run_train(tmp_path, monkeypatch, capfd, "data=imagefolder", f"data.root={root}",
-                          "data.num_classes=2", "data.image_size=16", "data.batch_size=4",
+                          "data.num_classes=2", "data.image_size=32", "data.batch_size=4",
                           "data.num_workers=1", "data.persistent_workers=false")
     assert code == 2
     assert_one_clear_line(err, "broken.png")
@@ -132,3 +132,9 @@ def test_bad_precision_literal(tmp_path, monkeypatch, capfd, value):
     code, err = run_train(tmp_path, monkeypatch, capfd, f"trainer.precision={value}")
     assert code == 2
     assert_one_clear_line(err, "trainer.precision", value)
+
+
+def test_ijepa_without_imagenet_stops_at_once_naming_data_root(tmp_path, monkeypatch, capfd):
+    code, err = run_train(tmp_path, monkeypatch, capfd, "experiment=ijepa")
+    assert code == 2
+    assert_one_clear_line(err, "imagenet", "data.root")
