@@ -30,10 +30,15 @@ def make_ijepa(grad_checkpointing=False):
 
     torch.manual_seed(0)
     encoder = ViTEncoder(**SHAPE, grad_checkpointing=grad_checkpointing)
-    return IJEPA(encoder, partial(Predictor, pred_dim=96, depth=2, num_heads=4,
-                                  grad_checkpointing=grad_checkpointing),
-                 partial(MultiBlockMaskGenerator, min_keep=4), partial(torch.optim.AdamW, lr=1e-3),
-                 num_classes=10)
+    return IJEPA(
+        encoder,
+        partial(
+            Predictor, pred_dim=96, depth=2, num_heads=4, grad_checkpointing=grad_checkpointing
+        ),
+        partial(MultiBlockMaskGenerator, min_keep=4),
+        partial(torch.optim.AdamW, lr=1e-3),
+        num_classes=10,
+    )
 
 
 def make_batch():
@@ -51,8 +56,10 @@ def machine() -> str:
     except OSError:
         pass
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return (f"{cpu}, {os.cpu_count()} cores, {gpu}; Python {platform.python_version()}, "
-            f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {gpu}; Python {platform.python_version()}, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+    )
 
 
 def main():
@@ -72,13 +79,13 @@ Ratios compare two implementations measured side by side in one run; medians ove
 
 ## Mask generation (scripts/bench_masks.py)
 
-Batch {masks['batch']}, {masks['grid']} grid, paper settings (4 targets, min_keep 4).
+Batch {masks["batch"]}, {masks["grid"]} grid, paper settings (4 targets, min_keep 4).
 
 | implementation | ms per batch |
 |---|---|
-| per-sample loop of the reference algorithm | {masks['loop_ms']:.2f} |
-| trainlab's vectorised generator | {masks['vectorised_ms']:.2f} |
-| **speed-up** | **{masks['speedup']:.1f}x** |
+| per-sample loop of the reference algorithm | {masks["loop_ms"]:.2f} |
+| trainlab's vectorised generator | {masks["vectorised_ms"]:.2f} |
+| **speed-up** | **{masks["speedup"]:.1f}x** |
 
 ## I-JEPA training step: Lightning vs a bare PyTorch loop (scripts/bench_step.py)
 
@@ -87,19 +94,19 @@ images, the same batch every step, AdamW, schedules and EMA in both.
 
 | loop | samples/s |
 |---|---|
-| bare PyTorch | {step['bare_samples_per_s']:.1f} |
-| Lightning (trainlab.modules.ijepa.IJEPA) | {step['lightning_samples_per_s']:.1f} |
-| **Lightning / bare** | **{step['ratio']:.3f}** |
+| bare PyTorch | {step["bare_samples_per_s"]:.1f} |
+| Lightning (trainlab.modules.ijepa.IJEPA) | {step["lightning_samples_per_s"]:.1f} |
+| **Lightning / bare** | **{step["ratio"]:.3f}** |
 
 ## Activation checkpointing: peak memory (scripts/bench_memory.py)
 
-Same model and batch, 3 training steps, on {memory['device']}{' (peak RSS above the RSS after building the model)' if memory['device'] == 'cpu' else ''}.
+Same model and batch, 3 training steps, on {memory["device"]}{" (peak RSS above the RSS after building the model)" if memory["device"] == "cpu" else ""}.
 
 | setting | peak MiB |
 |---|---|
-| no checkpointing | {memory['plain_mib']:.0f} |
-| `model.encoder.grad_checkpointing=true` | {memory['checkpointed_mib']:.0f} |
-| **checkpointed / plain** | **{memory['ratio']:.2f}** |
+| no checkpointing | {memory["plain_mib"]:.0f} |
+| `model.encoder.grad_checkpointing=true` | {memory["checkpointed_mib"]:.0f} |
+| **checkpointed / plain** | **{memory["ratio"]:.2f}** |
 """
     (ROOT / "BENCHMARKS.md").write_text(text)
     print(text)

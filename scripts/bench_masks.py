@@ -13,9 +13,19 @@ import torch
 from trainlab.data.masks import MultiBlockMaskGenerator, step_generator
 
 
-def reference_loop(batch_size, H, W, g, num_targets=4, target_scale=(0.15, 0.2),
-                   target_aspect=(0.75, 1.5), context_scale=(0.85, 1.0), min_keep=10):
+def reference_loop(
+    batch_size,
+    H,
+    W,
+    g,
+    num_targets=4,
+    target_scale=(0.15, 0.2),
+    target_aspect=(0.75, 1.5),
+    context_scale=(0.85, 1.0),
+    min_keep=10,
+):
     """Per-sample Python loop in the style of the reference collator (its flaws kept)."""
+
     def block_size(scale, aspect):
         u = torch.rand(1, generator=g).item()  # one number for both: the reference's coupling
         s = scale[0] + u * (scale[1] - scale[0])
@@ -28,7 +38,7 @@ def reference_loop(batch_size, H, W, g, num_targets=4, target_scale=(0.15, 0.2),
             top = torch.randint(0, H - h, (1,), generator=g).item()
             left = torch.randint(0, W - w, (1,), generator=g).item()
             mask = torch.zeros(H, W, dtype=torch.int32)
-            mask[top:top + h, left:left + w] = 1
+            mask[top : top + h, left : left + w] = 1
             if acceptable is not None:
                 for region in acceptable:
                     mask *= region
@@ -66,8 +76,13 @@ def bench(batch_size=64, grid=14, repeats=7, steps=20) -> dict:
             reference_loop(batch_size, grid, grid, step_generator(r, 0, s), min_keep=4)
         loop.append((time.perf_counter() - start) / steps)
     v, l_ = statistics.median(vec), statistics.median(loop)
-    return {"batch": batch_size, "grid": f"{grid}x{grid}", "vectorised_ms": v * 1e3,
-            "loop_ms": l_ * 1e3, "speedup": l_ / v}
+    return {
+        "batch": batch_size,
+        "grid": f"{grid}x{grid}",
+        "vectorised_ms": v * 1e3,
+        "loop_ms": l_ * 1e3,
+        "speedup": l_ / v,
+    }
 
 
 if __name__ == "__main__":

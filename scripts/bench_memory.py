@@ -6,7 +6,6 @@ is the training steps' own high-water mark.
 """
 
 import json
-import resource
 import subprocess
 import sys
 
@@ -40,15 +39,23 @@ print(json.dumps({"peak_mib": peak, "device": device}))
 
 
 def peak_mib(grad_checkpointing: bool) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, "1" if grad_checkpointing else "0"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, "1" if grad_checkpointing else "0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def bench() -> dict:
     plain, ckpt = peak_mib(False), peak_mib(True)
-    return {"device": plain["device"], "plain_mib": plain["peak_mib"],
-            "checkpointed_mib": ckpt["peak_mib"], "ratio": ckpt["peak_mib"] / plain["peak_mib"]}
+    return {
+        "device": plain["device"],
+        "plain_mib": plain["peak_mib"],
+        "checkpointed_mib": ckpt["peak_mib"],
+        "ratio": ckpt["peak_mib"] / plain["peak_mib"],
+    }
 
 
 if __name__ == "__main__":

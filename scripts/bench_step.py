@@ -8,7 +8,6 @@ import statistics
 import time
 
 import lightning as L
-import torch
 from torch.utils.data import DataLoader, Dataset
 
 from trainlab.data.masks import step_generator
@@ -43,9 +42,16 @@ def lightning_rate(make_model, images, labels, steps, warmup) -> float:
     model = make_model()
     timer = StepTimer(warmup)
     loader = DataLoader(SameBatch(images, labels, steps + warmup), batch_size=None)
-    trainer = L.Trainer(accelerator="cpu", max_epochs=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, callbacks=[timer],
-                        limit_val_batches=0)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[timer],
+        limit_val_batches=0,
+    )
     trainer.fit(model, train_dataloaders=loader)
     return steps * len(images) / timer.seconds
 

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import hydra
-import numpy as np
 import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
@@ -53,9 +52,16 @@ def run(experiment: str, seed: int, overrides: list[str], out: Path) -> dict:
 
     GlobalHydra.instance().clear()
     with initialize_config_dir(CONFIGS, version_base="1.3"):
-        cfg = compose("train", overrides=[f"experiment={experiment}", f"seed={seed}",
-                                          "extras.print_config=false", *overrides],
-                      return_hydra_config=True)
+        cfg = compose(
+            "train",
+            overrides=[
+                f"experiment={experiment}",
+                f"seed={seed}",
+                "extras.print_config=false",
+                *overrides,
+            ],
+            return_hydra_config=True,
+        )
     run_dir = out / f"{experiment}_seed{seed}_{time.strftime('%Y%m%d-%H%M%S')}"
     with open_dict(cfg):
         cfg.paths.output_dir = cfg.hydra.runtime.output_dir = str(run_dir)
@@ -70,11 +76,18 @@ def run(experiment: str, seed: int, overrides: list[str], out: Path) -> dict:
     model = hydra.utils.instantiate(cfg.model)
     model.load_state_dict(torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"])
     trained = probe_accuracy(model.target_encoder, hydra.utils.instantiate(cfg.data))
+    context = probe_accuracy(model.encoder, hydra.utils.instantiate(cfg.data))
     torch.manual_seed(seed)
     random_encoder = hydra.utils.instantiate(cfg.model.encoder)
     baseline = probe_accuracy(random_encoder, hydra.utils.instantiate(cfg.data))
-    return {"seed": seed, "trained": trained, "random": baseline, "minutes": minutes,
-            "online_probe": results["metrics"].get("test/probe_acc")}
+    return {
+        "seed": seed,
+        "trained": trained,
+        "context": context,
+        "random": baseline,
+        "minutes": minutes,
+        "online_probe": results["metrics"].get("test/probe_acc"),
+    }
 
 
 def main():
@@ -94,12 +107,17 @@ def main():
         "Probe: logistic regression on standardised, average-pooled target-encoder features "
         "(train split, no augmentation), accuracy on the test split.",
         "",
-        "| seed | pre-trained encoder | random encoder | online probe (test) | pre-training minutes |",
-        "|---|---|---|---|---|",
-        *(f"| {r['seed']} | {r['trained']:.4f} | {r['random']:.4f} | "
-          f"{r['online_probe'] if r['online_probe'] is None else round(r['online_probe'], 4)} | "
-          f"{r['minutes']:.1f} |" for r in rows),
-        f"| mean | {mean('trained'):.4f} | {mean('random'):.4f} | | {mean('minutes'):.1f} |",
+        "| seed | pre-trained target encoder | its context encoder | random encoder "
+        "| online probe (test) | pre-training minutes |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {r['seed']} | {r['trained']:.4f} | {r['context']:.4f} | {r['random']:.4f} | "
+            f"{r['online_probe'] if r['online_probe'] is None else round(r['online_probe'], 4)} | "
+            f"{r['minutes']:.1f} |"
+            for r in rows
+        ),
+        f"| mean | {mean('trained'):.4f} | {mean('context'):.4f} | {mean('random'):.4f} | "
+        f"| {mean('minutes'):.1f} |",
         "",
     ]
     path = ROOT / "results" / f"probe_{args.experiment}.md"

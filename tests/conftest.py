@@ -54,7 +54,11 @@ def run_cli(script: str, *args: str, cwd: Path = ROOT, timeout: int = 300, env=N
     full_env = {**os.environ, "WANDB_MODE": "offline", **(env or {})}
     return subprocess.run(
         [sys.executable, str(ROOT / script), *args],
-        cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
     )
 
 

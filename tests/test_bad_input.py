@@ -23,8 +23,13 @@ def make_image_folder(root, classes=("a", "b"), per_class=4, size=16):
 
 
 def run_train(tmp_path, monkeypatch, capfd, *args):
-    argv = ["train.py", *FAST, f"paths.log_dir={tmp_path / 'logs'}",
-            f"paths.data_dir={tmp_path / 'data'}", *args]
+    argv = [
+        "train.py",
+        *FAST,
+        f"paths.log_dir={tmp_path / 'logs'}",
+        f"paths.data_dir={tmp_path / 'data'}",
+        *args,
+    ]
     code = run_in_process(trainlab.train.main, argv, monkeypatch)
     return code, capfd.readouterr().err
 
@@ -62,8 +67,14 @@ def test_wrong_type_in_a_datamodule(tmp_path, monkeypatch, capfd):
 
 
 def test_missing_dataset_dir(tmp_path, monkeypatch, capfd):
-    code, err = run_train(tmp_path, monkeypatch, capfd, "data=imagefolder",
-                          f"data.root={tmp_path / 'nowhere'}", "data.num_classes=2")
+    code, err = run_train(
+        tmp_path,
+        monkeypatch,
+        capfd,
+        "data=imagefolder",
+        f"data.root={tmp_path / 'nowhere'}",
+        "data.num_classes=2",
+    )
     assert code == 2
     assert_one_clear_line(err, str(tmp_path / "nowhere" / "train"))
 
@@ -78,8 +89,14 @@ def test_empty_dataset(tmp_path, monkeypatch, capfd):
     for split in ("train", "val"):
         for name in ("a", "b"):
             (tmp_path / "empty" / split / name).mkdir(parents=True)
-    code, err = run_train(tmp_path, monkeypatch, capfd, "data=imagefolder",
-                          f"data.root={tmp_path / 'empty'}", "data.num_classes=2")
+    code, err = run_train(
+        tmp_path,
+        monkeypatch,
+        capfd,
+        "data=imagefolder",
+        f"data.root={tmp_path / 'empty'}",
+        "data.num_classes=2",
+    )
     assert code == 2
     assert_one_clear_line(err, "no images under")
 
@@ -87,9 +104,17 @@ def test_empty_dataset(tmp_path, monkeypatch, capfd):
 def test_unreadable_image(tmp_path, monkeypatch, capfd):
     root = make_image_folder(tmp_path / "imgs")
     (root / "train" / "a" / "broken.png").write_bytes(b"not a png at all")
-    code, err = run_train(tmp_path, monkeypatch, capfd, "data=imagefolder", f"data.root={root}",
-                          "data.num_classes=2", "data.image_size=32", "data.batch_size=4",
-                          "data.num_workers=0")
+    code, err = run_train(
+        tmp_path,
+        monkeypatch,
+        capfd,
+        "data=imagefolder",
+        f"data.root={root}",
+        "data.num_classes=2",
+        "data.image_size=32",
+        "data.batch_size=4",
+        "data.num_workers=0",
+    )
     assert code == 2
     assert_one_clear_line(err, "broken.png")
 
@@ -97,9 +122,18 @@ def test_unreadable_image(tmp_path, monkeypatch, capfd):
 def test_unreadable_image_in_a_worker_process(tmp_path, monkeypatch, capfd):
     root = make_image_folder(tmp_path / "imgs")
     (root / "val" / "a" / "broken.png").write_bytes(b"\x89PNG truncated")
-    code, err = run_train(tmp_path, monkeypatch, capfd, "data=imagefolder", f"data.root={root}",
-                          "data.num_classes=2", "data.image_size=32", "data.batch_size=4",
-                          "data.num_workers=1", "data.persistent_workers=false")
+    code, err = run_train(
+        tmp_path,
+        monkeypatch,
+        capfd,
+        "data=imagefolder",
+        f"data.root={root}",
+        "data.num_classes=2",
+        "data.image_size=32",
+        "data.batch_size=4",
+        "data.num_workers=1",
+        "data.persistent_workers=false",
+    )
     assert code == 2
     assert_one_clear_line(err, "broken.png")
 
@@ -116,13 +150,17 @@ def test_existing_run_dir_is_never_overwritten(tmp_path, monkeypatch, capfd):
     code, _ = run_train(tmp_path, monkeypatch, capfd, "run_name=mine")
     assert code == 0
     run_dir = tmp_path / "logs" / "train" / "runs" / "mine"
-    before = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file() and p.suffix != ".log"}
+    before = {
+        p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file() and p.suffix != ".log"
+    }
     metrics = json.loads((run_dir / "metrics.json").read_text())
 
     code, err = run_train(tmp_path, monkeypatch, capfd, "run_name=mine", "trainer.max_epochs=2")
     assert code == 2
     assert_one_clear_line(err, str(run_dir), "run_name")
-    after = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file() and p.suffix != ".log"}
+    after = {
+        p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file() and p.suffix != ".log"
+    }
     assert after == before
     assert json.loads((run_dir / "metrics.json").read_text()) == metrics
 

@@ -38,8 +38,9 @@ def test_image_folder_skips_stray_files_and_says_so(tmp_path, caplog):
     root = make_image_folder(tmp_path, per_class=3)
     (root / "train" / "a" / "placeholder.gif").write_bytes(b"GIF89a")
     (root / "train" / "notes.txt").write_text("scraped 2024")
-    dm = ImageFolderDataModule(root=str(root), num_classes=2, image_size=16, batch_size=2,
-                               crop_scale=(0.3, 1.0))
+    dm = ImageFolderDataModule(
+        root=str(root), num_classes=2, image_size=16, batch_size=2, crop_scale=(0.3, 1.0)
+    )
     with caplog.at_level(logging.WARNING):
         dm.setup()
     assert len(dm.train_set) == 6 and len(dm.val_set) == 6
@@ -50,8 +51,11 @@ def test_image_folder_skips_stray_files_and_says_so(tmp_path, caplog):
 
 def _write_idx(path, array):
     magic = {3: 0x0803, 1: 0x0801}[array.ndim]
-    path.write_bytes(struct.pack(">I", magic) + struct.pack(f">{array.ndim}I", *array.shape)
-                     + array.astype(np.uint8).tobytes())
+    path.write_bytes(
+        struct.pack(">I", magic)
+        + struct.pack(f">{array.ndim}I", *array.shape)
+        + array.astype(np.uint8).tobytes()
+    )
 
 
 def test_mnist_offline_with_files_present(tmp_path):
@@ -61,8 +65,16 @@ def test_mnist_offline_with_files_present(tmp_path):
     for prefix, n in (("train", 40), ("t10k", 10)):
         _write_idx(raw / f"{prefix}-images-idx3-ubyte", rng.integers(0, 255, (n, 28, 28)))
         _write_idx(raw / f"{prefix}-labels-idx1-ubyte", rng.integers(0, 10, n))
-    dm = TorchvisionDataModule("mnist", root=str(tmp_path), download=False, image_size=28,
-                               in_chans=1, batch_size=8, mean=(0.13,), std=(0.31,))
+    dm = TorchvisionDataModule(
+        "mnist",
+        root=str(tmp_path),
+        download=False,
+        image_size=28,
+        in_chans=1,
+        batch_size=8,
+        mean=(0.13,),
+        std=(0.31,),
+    )
     dm.prepare_data()
     dm.setup()
     assert (len(dm.train_set), len(dm.val_set), len(dm.test_set)) == (36, 4, 10)

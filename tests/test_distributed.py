@@ -12,11 +12,21 @@ from conftest import run_cli
 
 def test_ijepa_ddp_two_cpu_processes(tmp_path):
     result = run_cli(
-        "train.py", "trainer.accelerator=cpu", "trainer.devices=2", "strategy=ddp",
-        "trainer.max_epochs=2", "trainer.limit_train_batches=4", "trainer.limit_val_batches=3",
-        "trainer.limit_test_batches=2", "model.encoder.depth=2", "extras.print_config=false",
-        "+callbacks.rank_consistency._target_=trainlab.callbacks.rank_consistency.RankConsistency", f"paths.log_dir={tmp_path}", "run_name=ddp",
-        cwd=tmp_path, timeout=400,
+        "train.py",
+        "trainer.accelerator=cpu",
+        "trainer.devices=2",
+        "strategy=ddp",
+        "trainer.max_epochs=2",
+        "trainer.limit_train_batches=4",
+        "trainer.limit_val_batches=3",
+        "trainer.limit_test_batches=2",
+        "model.encoder.depth=2",
+        "extras.print_config=false",
+        "+callbacks.rank_consistency._target_=trainlab.callbacks.rank_consistency.RankConsistency",
+        f"paths.log_dir={tmp_path}",
+        "run_name=ddp",
+        cwd=tmp_path,
+        timeout=400,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = tmp_path / "train" / "runs" / "ddp"

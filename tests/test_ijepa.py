@@ -1,19 +1,26 @@
 """The I-JEPA module: EMA once per optimizer step, schedules, what gets gradients and decay."""
 
+import hydra
 import lightning as L
 import pytest
 import torch
 from conftest import compose_cfg
-import hydra
 
 from trainlab.modules.ijepa import IJEPA
 from trainlab.optim.schedules import cosine, linear, warmup_cosine
 
 
 def tiny_ijepa(tmp_path, *overrides):
-    cfg = compose_cfg(tmp_path, ["experiment=ijepa_digits", "model.encoder.depth=1",
-                                 "model.predictor.depth=1",
-                                 "model.masks.min_keep=2", *overrides])
+    cfg = compose_cfg(
+        tmp_path,
+        [
+            "experiment=ijepa_digits",
+            "model.encoder.depth=1",
+            "model.predictor.depth=1",
+            "model.masks.min_keep=2",
+            *overrides,
+        ],
+    )
     return hydra.utils.instantiate(cfg.model), hydra.utils.instantiate(cfg.data)
 
 
@@ -30,16 +37,28 @@ def test_ema_steps_once_per_optimizer_step_under_accumulation(tmp_path, monkeypa
     model, data = tiny_ijepa(tmp_path)
     momenta = []
     update = IJEPA.update_target
-    monkeypatch.setattr(IJEPA, "update_target", lambda self, m: (momenta.append(m), update(self, m)))
+    monkeypatch.setattr(
+        IJEPA, "update_target", lambda self, m: (momenta.append(m), update(self, m))
+    )
     before = [p.clone() for p in model.target_encoder.parameters()]
-    trainer = L.Trainer(accelerator="cpu", max_epochs=1, limit_train_batches=6,
-                        accumulate_grad_batches=3, limit_val_batches=0, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        max_epochs=1,
+        limit_train_batches=6,
+        accumulate_grad_batches=3,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+    )
     trainer.fit(model, datamodule=data)
     assert trainer.global_step == 2 and len(momenta) == 2  # 6 micro-batches, 2 optimizer steps
     # The schedule spans the real number of optimizer steps: 0.99 at step 0 -> 0.995 at step 1 of 2.
     assert momenta == pytest.approx([0.99, 0.995])
-    moved = [not torch.equal(a, b) for a, b in zip(before, model.target_encoder.parameters(), strict=True)]
+    moved = [
+        not torch.equal(a, b)
+        for a, b in zip(before, model.target_encoder.parameters(), strict=True)
+    ]
     assert any(moved)
     assert all(not p.requires_grad for p in model.target_encoder.parameters())
 
@@ -51,8 +70,9 @@ def test_target_encoder_is_the_ema_of_the_encoder(tmp_path):
             p.add_(1.0)
     target_before = [p.clone() for p in model.target_encoder.parameters()]
     model.update_target(0.9)
-    for t0, t1, e in zip(target_before, model.target_encoder.parameters(), model.encoder.parameters(),
-                         strict=True):
+    for t0, t1, e in zip(
+        target_before, model.target_encoder.parameters(), model.encoder.parameters(), strict=True
+    ):
         assert torch.allclose(t1, 0.9 * t0 + 0.1 * e, atol=1e-6)
 
 

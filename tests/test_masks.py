@@ -28,7 +28,10 @@ def test_targets_never_overlap_the_context_and_counts_stay_in_bounds():
 
 def test_every_position_including_last_row_and_column_is_reached():
     gen = MultiBlockMaskGenerator(14)
-    seen_target, seen_context = torch.zeros(196, dtype=torch.bool), torch.zeros(196, dtype=torch.bool)
+    seen_target, seen_context = (
+        torch.zeros(196, dtype=torch.bool),
+        torch.zeros(196, dtype=torch.bool),
+    )
     for masks in draws(gen, 100):
         seen_target[masks.targets.flatten()] = True
         seen_context[masks.context.flatten()] = True

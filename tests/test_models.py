@@ -30,8 +30,9 @@ def test_keeping_all_tokens_is_the_full_forward_and_positions_are_frozen():
 def test_activation_checkpointing_gives_the_same_gradients():
     torch.manual_seed(0)
     plain = ViTEncoder(img_size=32, patch_size=4, in_chans=1, size="vit_tiny", depth=2)
-    ckpt = ViTEncoder(img_size=32, patch_size=4, in_chans=1, size="vit_tiny", depth=2,
-                      grad_checkpointing=True)
+    ckpt = ViTEncoder(
+        img_size=32, patch_size=4, in_chans=1, size="vit_tiny", depth=2, grad_checkpointing=True
+    )
     ckpt.load_state_dict(plain.state_dict())
     x = torch.randn(2, 1, 32, 32)
     plain(x).sum().backward()

@@ -25,15 +25,26 @@ def test_fast_dev_run(tmp_path, experiment):
         if cfg.data.image_size > 64:
             pytest.skip(f"data absent: {e}")
         d = cfg.data
-        cfg = compose_cfg(tmp_path, [*overrides, "data=fake", f"data.image_size={d.image_size}",
-                                     f"data.in_chans={d.in_chans}", f"data.num_classes={d.num_classes}",
-                                     f"data.mean={list(d.mean)}", f"data.std={list(d.std)}"])
+        cfg = compose_cfg(
+            tmp_path,
+            [
+                *overrides,
+                "data=fake",
+                f"data.image_size={d.image_size}",
+                f"data.in_chans={d.in_chans}",
+                f"data.num_classes={d.num_classes}",
+                f"data.mean={list(d.mean)}",
+                f"data.std={list(d.std)}",
+            ],
+        )
     train(cfg)
     assert (tmp_path / "run" / "metrics.json").exists()
 
 
 def test_train_then_eval_give_the_same_test_metric(tmp_path):
-    train_cfg = compose_cfg(tmp_path / "t", ["experiment=digits_classifier", "trainer.max_epochs=2"])
+    train_cfg = compose_cfg(
+        tmp_path / "t", ["experiment=digits_classifier", "trainer.max_epochs=2"]
+    )
     train(train_cfg)
     results = json.loads((tmp_path / "t" / "run" / "metrics.json").read_text())
     best = results["checkpoints"]["best"]
@@ -58,13 +69,26 @@ def test_default_train_runs_offline_as_a_subprocess(tmp_path):
     import subprocess
     import sys
 
-    cmd = ["unshare", "-rn", sys.executable, str(ROOT / "train.py"), *FAST,
-           f"paths.log_dir={tmp_path}", "run_name=offline"]
+    cmd = [
+        "unshare",
+        "-rn",
+        sys.executable,
+        str(ROOT / "train.py"),
+        *FAST,
+        f"paths.log_dir={tmp_path}",
+        "run_name=offline",
+    ]
     probe = subprocess.run(["unshare", "-rn", "true"], capture_output=True)
     if probe.returncode != 0:
         pytest.skip("unshare -rn is not permitted here")
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                            env={"PATH": "/usr/bin:/bin", "WANDB_MODE": "offline", "HOME": str(tmp_path)})
+    result = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "WANDB_MODE": "offline", "HOME": str(tmp_path)},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     run_dir = tmp_path / "train" / "runs" / "offline"
     results = json.loads((run_dir / "metrics.json").read_text())
@@ -75,8 +99,14 @@ def test_default_train_runs_offline_as_a_subprocess(tmp_path):
 
 
 def test_multirun_makes_one_run_dir_per_job_and_a_summary(tmp_path):
-    result = run_cli("train.py", "-m", "model.warmup_epochs=1,3", *FAST,
-                     f"paths.log_dir={tmp_path}", cwd=tmp_path)
+    result = run_cli(
+        "train.py",
+        "-m",
+        "model.warmup_epochs=1,3",
+        *FAST,
+        f"paths.log_dir={tmp_path}",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     (sweep,) = (tmp_path / "train" / "multiruns").iterdir()
     jobs = sorted(p for p in sweep.iterdir() if p.is_dir())

@@ -16,7 +16,7 @@ def official_names(predictor_state):
         for official, ours in PREDICTOR_KEYS:
             plain = official.strip("^$").replace("\\.", ".")
             if key.startswith(ours) and (ours.endswith(".") or key == ours):
-                key = plain + key[len(ours):]
+                key = plain + key[len(ours) :]
                 break
         out[key] = value
     return out
@@ -35,8 +35,15 @@ def test_official_checkpoint_loads_into_all_three_parts(tmp_path, prefix):
     assert "predictor_embed.weight" in official_pred and "predictor_pos_embed" in official_pred
     add = lambda sd: {prefix + k: v for k, v in sd.items()}  # noqa: E731
     path = tmp_path / "ijepa.pth.tar"
-    torch.save({"encoder": add(enc), "predictor": add(official_pred), "target_encoder": add(tgt),
-                "epoch": 300}, path)
+    torch.save(
+        {
+            "encoder": add(enc),
+            "predictor": add(official_pred),
+            "target_encoder": add(tgt),
+            "epoch": 300,
+        },
+        path,
+    )
     model.load_weights(str(path))
     assert torch.equal(model.encoder.blocks[0].attn.qkv.weight, enc["blocks.0.attn.qkv.weight"])
     assert torch.equal(model.target_encoder.norm.weight, tgt["norm.weight"])
@@ -52,8 +59,17 @@ def test_timm_file_loads_into_both_encoders_and_export_round_trips(tmp_path):
     save_file(timm_state, str(tmp_path / "model.safetensors"))
     model.load_weights(str(tmp_path / "model.safetensors"))
     assert torch.equal(model.target_encoder.pos_embed, timm_state["pos_embed"])
-    assert torch.equal(model.encoder.blocks[-1].mlp.fc2.weight, timm_state[next(
-        k for k in timm_state if k.endswith("mlp.fc2.weight") and k.startswith(f"blocks.{len(model.encoder.blocks) - 1}"))])
+    assert torch.equal(
+        model.encoder.blocks[-1].mlp.fc2.weight,
+        timm_state[
+            next(
+                k
+                for k in timm_state
+                if k.endswith("mlp.fc2.weight")
+                and k.startswith(f"blocks.{len(model.encoder.blocks) - 1}")
+            )
+        ],
+    )
 
     # Export the target encoder from a Lightning-style checkpoint; timm loads it strictly.
     ckpt = tmp_path / "last.ckpt"
@@ -61,9 +77,17 @@ def test_timm_file_loads_into_both_encoders_and_export_round_trips(tmp_path):
     out = export_target_encoder(ckpt, tmp_path / "encoder.pth")
     enc = model.encoder
     reference = VisionTransformer(
-        img_size=32, patch_size=4, in_chans=1, num_classes=0, global_pool="avg",
-        class_token=False, fc_norm=False, embed_dim=enc.embed_dim, depth=len(enc.blocks),
-        num_heads=enc.blocks[0].attn.num_heads)
+        img_size=32,
+        patch_size=4,
+        in_chans=1,
+        num_classes=0,
+        global_pool="avg",
+        class_token=False,
+        fc_norm=False,
+        embed_dim=enc.embed_dim,
+        depth=len(enc.blocks),
+        num_heads=enc.blocks[0].attn.num_heads,
+    )
     reference.load_state_dict(torch.load(out, weights_only=True), strict=True)
     x = torch.randn(2, 1, 32, 32)
     assert torch.allclose(reference.eval()(x), model.target_encoder.eval().pooled(x), atol=1e-5)

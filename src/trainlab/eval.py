@@ -34,7 +34,9 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     start = time.monotonic()
     ckpt = Path(cfg.ckpt_path)
     if not ckpt.is_file():
-        raise UserError(f"ckpt_path={cfg.ckpt_path} does not exist: pass a .ckpt file from a run dir")
+        raise UserError(
+            f"ckpt_path={cfg.ckpt_path} does not exist: pass a .ckpt file from a run dir"
+        )
     train_cfg = train_config_of(ckpt)
     run_dir = Path(cfg.paths.output_dir)
     if is_global_zero():
@@ -57,9 +59,14 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
         finish_wandb(loggers)
     metrics = final_metrics(trainer)
     if trainer.is_global_zero:
-        run = {"run_dir": str(run_dir), "wall_seconds": round(time.monotonic() - start, 2),
-               **batch_facts(trainer, datamodule.eval_batch_size)}
-        path = write_metrics_json(run_dir, metrics=metrics, checkpoints={"evaluated": str(ckpt)}, run=run)
+        run = {
+            "run_dir": str(run_dir),
+            "wall_seconds": round(time.monotonic() - start, 2),
+            **batch_facts(trainer, datamodule.eval_batch_size),
+        }
+        path = write_metrics_json(
+            run_dir, metrics=metrics, checkpoints={"evaluated": str(ckpt)}, run=run
+        )
         print_summary("eval summary", {"checkpoint": ckpt, "metrics.json": path, **metrics})
     return metrics
 

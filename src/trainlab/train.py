@@ -54,16 +54,21 @@ def train(cfg: DictConfig) -> float | None:
     callbacks = [*instantiate_callbacks(cfg.get("callbacks")), stats]
     loggers = instantiate_loggers(cfg.get("logger"), run_dir)
     trainer: L.Trainer = hydra.utils.instantiate(
-        cfg.trainer, callbacks=callbacks, logger=loggers or False,
+        cfg.trainer,
+        callbacks=callbacks,
+        logger=loggers or False,
         strategy=instantiate_strategy(cfg.get("strategy")),
     )
     if datamodule.global_batch_size:
         datamodule.batch_size = per_device_batch(
-            datamodule.global_batch_size, trainer.world_size, trainer.accumulate_grad_batches)
+            datamodule.global_batch_size, trainer.world_size, trainer.accumulate_grad_batches
+        )
     facts = batch_facts(trainer, datamodule.batch_size)
-    log.info(f"batch: {facts['batch_size_per_device']} per device x {facts['world_size']} "
-             f"device(s) x {facts['accumulate_grad_batches']} accumulation = "
-             f"{facts['global_batch_size']} per optimizer step")
+    log.info(
+        f"batch: {facts['batch_size_per_device']} per device x {facts['world_size']} "
+        f"device(s) x {facts['accumulate_grad_batches']} accumulation = "
+        f"{facts['global_batch_size']} per optimizer step"
+    )
     model = hydra.utils.instantiate(cfg.model)
     for logger in loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
@@ -90,18 +95,29 @@ def train(cfg: DictConfig) -> float | None:
             "wall_seconds": round(time.monotonic() - start, 2),
             **stats.summary(),
             **batch_facts(trainer, datamodule.batch_size),
-            "devices": [str(d) for d in getattr(trainer.strategy, "parallel_devices", None)
-                        or [trainer.strategy.root_device]],
+            "devices": [
+                str(d)
+                for d in getattr(trainer.strategy, "parallel_devices", None)
+                or [trainer.strategy.root_device]
+            ],
         }
         path = write_metrics_json(
-            run_dir, metrics=metrics, checkpoints=checkpoints, run=run,
+            run_dir,
+            metrics=metrics,
+            checkpoints=checkpoints,
+            run=run,
             optimized_metric={"name": name, "value": value},
         )
         print_summary(
             "run summary",
-            {"run dir": run_dir, "best checkpoint": best or "-", "metrics.json": path,
-             **{k: v for k, v in sorted(metrics.items()) if not k.endswith("_step")},
-             "wall time (s)": run["wall_seconds"], "train samples/s": run["train_samples_per_s"]},
+            {
+                "run dir": run_dir,
+                "best checkpoint": best or "-",
+                "metrics.json": path,
+                **{k: v for k, v in sorted(metrics.items()) if not k.endswith("_step")},
+                "wall time (s)": run["wall_seconds"],
+                "train samples/s": run["train_samples_per_s"],
+            },
         )
     return value
 

@@ -23,12 +23,22 @@ class RankConsistency(Callback):
 
     @torch.no_grad()
     def on_train_end(self, trainer, pl_module):
-        names = [name for name, child in pl_module.named_children() if any(True for _ in child.parameters())]
-        sums = torch.stack([
-            torch.stack([p.detach().double().sum() for p in getattr(pl_module, n).parameters()]).sum()
-            for n in names
-        ]).to(pl_module.device)
-        gathered = trainer.strategy.all_gather(sums).reshape(-1, len(names)).cpu()  # (world, modules)
+        names = [
+            name
+            for name, child in pl_module.named_children()
+            if any(True for _ in child.parameters())
+        ]
+        sums = torch.stack(
+            [
+                torch.stack(
+                    [p.detach().double().sum() for p in getattr(pl_module, n).parameters()]
+                ).sum()
+                for n in names
+            ]
+        ).to(pl_module.device)
+        gathered = (
+            trainer.strategy.all_gather(sums).reshape(-1, len(names)).cpu()
+        )  # (world, modules)
         spread = (gathered - gathered[0]).abs().max(dim=0).values
         report = {
             "world_size": trainer.world_size,

@@ -56,7 +56,6 @@ class ImageDataModule(L.LightningDataModule):
         seed: int = 0,
         crop_scale: Sequence[float] | None = None,
         hflip: bool = False,
-        collate_fn=None,
     ):
         super().__init__()
         self.root, self.image_size, self.in_chans = root, image_size, in_chans
@@ -69,8 +68,6 @@ class ImageDataModule(L.LightningDataModule):
         self.persistent_workers = persistent_workers and num_workers > 0
         self.drop_last, self.val_fraction, self.seed = drop_last, val_fraction, seed
         self.crop_scale, self.hflip = crop_scale, hflip
-        # Pre-training methods (I-JEPA's mask collator) batch differently from classifiers.
-        self.collate_fn = collate_fn
         self.train_set = self.val_set = self.test_set = None
 
     # -- to implement -------------------------------------------------------------------
@@ -124,7 +121,6 @@ class ImageDataModule(L.LightningDataModule):
             num_workers=self.num_workers,
             pin_memory=self.pin_memory,
             persistent_workers=self.persistent_workers,
-            collate_fn=self.collate_fn if train else None,
         )
 
     def train_dataloader(self) -> DataLoader:

@@ -42,7 +42,9 @@ def open_split(root: Path, split: str) -> ImageFolder:
     skipped = n_files - len(dataset)
     if skipped:
         examples = [
-            p.name for p in folder.rglob("*") if p.is_file() and p.suffix.lower() not in IMG_EXTENSIONS
+            p.name
+            for p in folder.rglob("*")
+            if p.is_file() and p.suffix.lower() not in IMG_EXTENSIONS
         ][:3]
         log.warning(f"{folder}: skipped {skipped} files that are not images, e.g. {examples}")
     return dataset

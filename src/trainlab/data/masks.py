@@ -36,10 +36,17 @@ def step_generator(seed: int, epoch: int, step: int) -> torch.Generator:
 
 
 class MultiBlockMaskGenerator:
-    def __init__(self, grid: tuple[int, int] | int, num_targets: int = 4,
-                 target_scale=(0.15, 0.2), target_aspect=(0.75, 1.5),
-                 context_scale=(0.85, 1.0), context_aspect=(1.0, 1.0),
-                 min_keep: int = 10, max_tries: int = 20):
+    def __init__(
+        self,
+        grid: tuple[int, int] | int,
+        num_targets: int = 4,
+        target_scale=(0.15, 0.2),
+        target_aspect=(0.75, 1.5),
+        context_scale=(0.85, 1.0),
+        context_aspect=(1.0, 1.0),
+        min_keep: int = 10,
+        max_tries: int = 20,
+    ):
         self.H, self.W = (grid, grid) if isinstance(grid, int) else tuple(grid)
         self.N = self.H * self.W
         self.num_targets, self.min_keep, self.max_tries = num_targets, min_keep, max_tries
@@ -54,7 +61,8 @@ class MultiBlockMaskGenerator:
 
     def _check(self) -> None:
         worst_target = max(
-            h * w for h, w in (self._block_size(self.target_scale[1], a) for a in self.target_aspect)
+            h * w
+            for h, w in (self._block_size(self.target_scale[1], a) for a in self.target_aspect)
         )
         left = self.N - self.num_targets * worst_target
         if left < self.min_keep:

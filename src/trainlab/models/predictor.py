@@ -16,9 +16,17 @@ class Predictor(nn.Module):
     times), so blocks do not see each other, as in the paper.
     """
 
-    def __init__(self, grid: tuple[int, int], embed_dim: int, pred_dim: int = 384, depth: int = 6,
-                 num_heads: int = 12, mlp_ratio: float = 4.0, drop_path_rate: float = 0.0,
-                 grad_checkpointing: bool = False):
+    def __init__(
+        self,
+        grid: tuple[int, int],
+        embed_dim: int,
+        pred_dim: int = 384,
+        depth: int = 6,
+        num_heads: int = 12,
+        mlp_ratio: float = 4.0,
+        drop_path_rate: float = 0.0,
+        grad_checkpointing: bool = False,
+    ):
         super().__init__()
         self.embed = nn.Linear(embed_dim, pred_dim)
         self.mask_token = nn.Parameter(torch.zeros(1, 1, pred_dim))
@@ -47,15 +55,18 @@ class Predictor(nn.Module):
             nn.init.ones_(m.weight)
             nn.init.zeros_(m.bias)
 
-    def forward(self, context: torch.Tensor, context_idx: torch.Tensor,
-                target_idx: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, context: torch.Tensor, context_idx: torch.Tensor, target_idx: torch.Tensor
+    ) -> torch.Tensor:
         """context (B, K, D) at context_idx (B, K); target_idx (B, M, T) -> (B, M, T, D)."""
         B, M, T = target_idx.shape
         pos = self.pos_embed.expand(B, -1, -1)
         ctx = self.embed(context) + gather_tokens(pos, context_idx)  # (B, K, P)
         queries = self.mask_token + gather_tokens(pos, target_idx)  # (B, M, T, P)
         K, P = ctx.shape[1], ctx.shape[2]
-        x = torch.cat([ctx.unsqueeze(1).expand(B, M, K, P), queries], dim=2).reshape(B * M, K + T, P)
+        x = torch.cat([ctx.unsqueeze(1).expand(B, M, K, P), queries], dim=2).reshape(
+            B * M, K + T, P
+        )
         for block in self.blocks:
             if self.grad_checkpointing and self.training:
                 x = checkpoint(block, x, use_reentrant=False)

@@ -40,18 +40,36 @@ class ViTEncoder(VisionTransformer):
     position table is frozen (a parameter without grad, as in the official checkpoints).
     """
 
-    def __init__(self, img_size: int = 224, patch_size: int = 16, in_chans: int = 3,
-                 size: str = "vit_base", depth: int | None = None, drop_path_rate: float = 0.0,
-                 init_values: float | None = None, grad_checkpointing: bool = False):
+    def __init__(
+        self,
+        img_size: int = 224,
+        patch_size: int = 16,
+        in_chans: int = 3,
+        size: str = "vit_base",
+        depth: int | None = None,
+        drop_path_rate: float = 0.0,
+        init_values: float | None = None,
+        grad_checkpointing: bool = False,
+    ):
         """``size`` names a width/depth/heads preset of VIT_SIZES; ``depth`` overrides its depth
         (small data sets on a CPU train a shallower stack of the same width)."""
         embed_dim, preset_depth, num_heads, mlp_ratio = VIT_SIZES[size]
         depth = depth or preset_depth
         super().__init__(
-            img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=0,
-            global_pool="avg", class_token=False, fc_norm=False, embed_dim=embed_dim, depth=depth,
-            num_heads=num_heads, mlp_ratio=mlp_ratio, drop_path_rate=drop_path_rate,
-            init_values=init_values, fix_init=True,
+            img_size=img_size,
+            patch_size=patch_size,
+            in_chans=in_chans,
+            num_classes=0,
+            global_pool="avg",
+            class_token=False,
+            fc_norm=False,
+            embed_dim=embed_dim,
+            depth=depth,
+            num_heads=num_heads,
+            mlp_ratio=mlp_ratio,
+            drop_path_rate=drop_path_rate,
+            init_values=init_values,
+            fix_init=True,
         )
         self.grid = self.patch_embed.grid_size
         self.pos_embed.requires_grad_(False)

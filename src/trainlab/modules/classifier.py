@@ -61,4 +61,7 @@ class Classifier(L.LightningModule):
         if self.hparams.scheduler is None:
             return optimizer
         scheduler = self.hparams.scheduler(optimizer=optimizer)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
+        }

@@ -32,18 +32,33 @@ class IJEPA(L.LightningModule):
     encoder weights are identical on every rank, so are its EMA updates.
     """
 
-    def __init__(self, encoder: ViTEncoder, predictor, masks, optimizer, num_classes: int,
-                 lr: tuple = (2e-4, 1e-3, 1e-6), warmup_epochs: float = 40,
-                 weight_decay: tuple = (0.04, 0.4), ema: tuple = (0.996, 1.0),
-                 loss: str = "smooth_l1", probe_lr: float = 1e-3, knn_k: int = 20,
-                 bank_size: int = 4096, init_from: str | None = None, seed: int = 0):
+    def __init__(
+        self,
+        encoder: ViTEncoder,
+        predictor,
+        masks,
+        optimizer,
+        num_classes: int,
+        lr: tuple = (2e-4, 1e-3, 1e-6),
+        warmup_epochs: float = 40,
+        weight_decay: tuple = (0.04, 0.4),
+        ema: tuple = (0.996, 1.0),
+        loss: str = "smooth_l1",
+        probe_lr: float = 1e-3,
+        knn_k: int = 20,
+        bank_size: int = 4096,
+        init_from: str | None = None,
+        seed: int = 0,
+    ):
         super().__init__()
         self.save_hyperparameters(logger=False, ignore=["encoder"])
         self.encoder = encoder
         self.predictor: Predictor = predictor(grid=encoder.grid, embed_dim=encoder.embed_dim)
         self.masks: MultiBlockMaskGenerator = masks(grid=encoder.grid)
         self.target_encoder = copy.deepcopy(encoder).requires_grad_(False)
-        self.online = OnlineEvaluator(encoder.embed_dim, num_classes, knn_k=knn_k, bank_size=bank_size)
+        self.online = OnlineEvaluator(
+            encoder.embed_dim, num_classes, knn_k=knn_k, bank_size=bank_size
+        )
         self.loss_fn = LOSSES[loss]
         if init_from:
             self.load_weights(init_from)
@@ -77,8 +92,13 @@ class IJEPA(L.LightningModule):
         probe_loss = self.online.training_loss(features, labels)
         self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True)
         self.log("train/probe_loss", probe_loss, on_step=False, on_epoch=True)
-        self.log_dict({"train/ctx_tokens": float(masks.context.shape[1]),
-                       "train/tgt_tokens": float(masks.targets[0].numel())}, on_step=True)
+        self.log_dict(
+            {
+                "train/ctx_tokens": float(masks.context.shape[1]),
+                "train/tgt_tokens": float(masks.targets[0].numel()),
+            },
+            on_step=True,
+        )
         return loss + probe_loss
 
     def _evaluate(self, batch, batch_idx, stage: str):
@@ -125,8 +145,15 @@ class IJEPA(L.LightningModule):
         groups = decay_groups(self.encoder, "encoder/") + decay_groups(self.predictor, "predictor/")
         for group in groups:
             group["scheduled"] = True
-        groups.append({"params": list(self.online.probe.parameters()), "name": "probe",
-                       "lr": self.hparams.probe_lr, "weight_decay": 0.0, "scheduled": False})
+        groups.append(
+            {
+                "params": list(self.online.probe.parameters()),
+                "name": "probe",
+                "lr": self.hparams.probe_lr,
+                "weight_decay": 0.0,
+                "scheduled": False,
+            }
+        )
         return self.hparams.optimizer(params=groups)
 
     def _schedules(self, step: int) -> dict[str, float]:
@@ -134,9 +161,15 @@ class IJEPA(L.LightningModule):
         steps_per_epoch = total / max(1, self.trainer.max_epochs or 1)
         warmup = int(self.hparams.warmup_epochs * steps_per_epoch)
         (lr0, lr_peak, lr_end), (wd0, wd_end), (m0, m_end) = (
-            self.hparams.lr, self.hparams.weight_decay, self.hparams.ema)
-        return {"lr": warmup_cosine(step, total, warmup, lr0, lr_peak, lr_end),
-                "wd": cosine(step, total, wd0, wd_end), "ema": linear(step, total, m0, m_end)}
+            self.hparams.lr,
+            self.hparams.weight_decay,
+            self.hparams.ema,
+        )
+        return {
+            "lr": warmup_cosine(step, total, warmup, lr0, lr_peak, lr_end),
+            "wd": cosine(step, total, wd0, wd_end),
+            "ema": linear(step, total, m0, m_end),
+        }
 
     def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure=None):
         # Called once per optimizer step (not per micro-batch under accumulation).

@@ -34,8 +34,15 @@ def feature_std(features: torch.Tensor) -> torch.Tensor:
 
 
 class OnlineEvaluator(nn.Module):
-    def __init__(self, dim: int, num_classes: int, knn_k: int = 20, knn_temperature: float = 0.07,
-                 bank_size: int = 4096, max_rank_samples: int = 4096):
+    def __init__(
+        self,
+        dim: int,
+        num_classes: int,
+        knn_k: int = 20,
+        knn_temperature: float = 0.07,
+        bank_size: int = 4096,
+        max_rank_samples: int = 4096,
+    ):
         super().__init__()
         # BatchNorm without affine standardises the features, as in MAE's linear probe.
         self.probe = nn.Sequential(nn.BatchNorm1d(dim, affine=False), nn.Linear(dim, num_classes))

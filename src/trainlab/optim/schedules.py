@@ -7,7 +7,9 @@ and EMA momentum on the same step counter, so all three live here side by side.
 import math
 
 
-def warmup_cosine(step: int, total: int, warmup: int, start: float, peak: float, final: float) -> float:
+def warmup_cosine(
+    step: int, total: int, warmup: int, start: float, peak: float, final: float
+) -> float:
     """Linear from ``start`` to ``peak`` over ``warmup`` steps, then cosine to ``final``."""
     if step < warmup:
         return start + (peak - start) * step / max(1, warmup)

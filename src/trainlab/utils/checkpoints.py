@@ -57,8 +57,10 @@ def ijepa_parts(state: dict) -> dict[str, dict]:
     """
     if "state_dict" in state:  # a trainlab Lightning checkpoint
         sd = state["state_dict"]
-        parts = {name: {k[len(name) + 1:]: v for k, v in sd.items() if k.startswith(name + ".")}
-                 for name in ("encoder", "target_encoder", "predictor")}
+        parts = {
+            name: {k[len(name) + 1 :]: v for k, v in sd.items() if k.startswith(name + ".")}
+            for name in ("encoder", "target_encoder", "predictor")
+        }
         return {k: v for k, v in parts.items() if v}
     if "encoder" in state and isinstance(state["encoder"], dict):
         parts = {"encoder": strip_prefix(state["encoder"])}
@@ -69,7 +71,9 @@ def ijepa_parts(state: dict) -> dict[str, dict]:
         return parts
     encoder = strip_prefix(state)
     if "pos_embed" not in encoder or not any(k.startswith("blocks.") for k in encoder):
-        raise UserError("unrecognised weights file: expected an I-JEPA, timm or trainlab checkpoint")
+        raise UserError(
+            "unrecognised weights file: expected an I-JEPA, timm or trainlab checkpoint"
+        )
     return {"encoder": encoder, "target_encoder": encoder}
 
 

@@ -17,7 +17,11 @@ def print_config_tree(cfg: DictConfig, resolve: bool = False) -> None:
     keys = [k for k in FIRST if k in cfg] + [k for k in cfg if k not in FIRST and k != "hydra"]
     for key in keys:
         value = cfg[key]
-        text = OmegaConf.to_yaml(value, resolve=resolve) if isinstance(value, DictConfig) else str(value)
+        text = (
+            OmegaConf.to_yaml(value, resolve=resolve)
+            if isinstance(value, DictConfig)
+            else str(value)
+        )
         tree.add(f"[bold]{key}[/bold]").add(Syntax(text, "yaml", theme="ansi_dark"))
     rich.print(tree)
 

@@ -21,12 +21,14 @@ def collect_jobs(sweep_dir: Path) -> list[dict]:
         results = json.loads(metrics_file.read_text())
         overrides_file = job_dir / "overrides.yaml"
         overrides = list(OmegaConf.load(overrides_file)) if overrides_file.exists() else []
-        jobs.append({
-            "job": job_dir.name,
-            "overrides": dict(o.split("=", 1) for o in overrides if "=" in o),
-            "metric": (results.get("optimized_metric") or {}).get("value"),
-            "run_dir": str(job_dir),
-        })
+        jobs.append(
+            {
+                "job": job_dir.name,
+                "overrides": dict(o.split("=", 1) for o in overrides if "=" in o),
+                "metric": (results.get("optimized_metric") or {}).get("value"),
+                "run_dir": str(job_dir),
+            }
+        )
     return jobs
 
 
@@ -39,9 +41,13 @@ def plot_jobs(jobs: list[dict], metric_name: str, path: Path) -> None:
 
     keys = sorted({k for job in jobs for k in job["overrides"]})
     swept = [k for k in keys if len({job["overrides"].get(k) for job in jobs}) > 1] or keys
-    fig, axes = plt.subplots(1, max(1, len(swept)), figsize=(4 * max(1, len(swept)), 3.2), squeeze=False)
+    fig, axes = plt.subplots(
+        1, max(1, len(swept)), figsize=(4 * max(1, len(swept)), 3.2), squeeze=False
+    )
     for ax, key in zip(axes[0], swept, strict=False):
-        points = [(job["overrides"].get(key), job["metric"]) for job in jobs if job["metric"] is not None]
+        points = [
+            (job["overrides"].get(key), job["metric"]) for job in jobs if job["metric"] is not None
+        ]
         try:
             points = sorted((float(x), y) for x, y in points)
         except (TypeError, ValueError):  # categorical values: keep them as labels
@@ -63,7 +69,10 @@ class SweepSummary(Callback):
         metric_name = config.get("optimized_metric") or "metric"
         keys = sorted({k for job in jobs for k in job["overrides"]})
         header = ["job", *keys, metric_name, "run dir"]
-        rows = [[j["job"], *(j["overrides"].get(k, "") for k in keys), j["metric"], j["run_dir"]] for j in jobs]
+        rows = [
+            [j["job"], *(j["overrides"].get(k, "") for k in keys), j["metric"], j["run_dir"]]
+            for j in jobs
+        ]
         with open(sweep_dir / "summary.csv", "w", newline="") as f:
             csv.writer(f).writerows([header, *rows])
         plot_jobs(jobs, metric_name, sweep_dir / "summary.png")

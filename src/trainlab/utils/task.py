@@ -7,6 +7,7 @@ prints one line that points at the log file holding the full traceback and exits
 import logging
 import sys
 import traceback
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,7 +38,17 @@ def _traceback_to_log_file() -> Path | None:
     return None
 
 
+# Library warnings that say nothing actionable to a user of this template.
+KNOWN_NOISE = [
+    r".*isinstance\(treespec, LeafSpec\).*",  # Lightning 2.6 on torch 2.14 internals
+    r".*does not have many workers.*",  # num_workers=0 is the right choice for embedded data
+    r".*'pin_memory' argument is set as true but no accelerator.*",
+]
+
+
 def run_task(task: Callable[[DictConfig], object], cfg: DictConfig):
+    for pattern in KNOWN_NOISE if cfg.get("extras", {}).get("ignore_known_warnings", True) else []:
+        warnings.filterwarnings("ignore", message=pattern)
     try:
         return task(cfg)
     except Exception as e:
