@@ -121,3 +121,17 @@ def test_multirun_makes_one_run_dir_per_job_and_a_summary(tmp_path):
     assert ["model.warmup_epochs=3" in x for x in lrs] == [False, True]
     assert (sweep / "summary.csv").read_text().count("\n") == 3  # header + 2 jobs
     assert (sweep / "summary.png").stat().st_size > 1000
+
+
+def test_ijepa_eval_reproduces_the_online_evaluation(tmp_path):
+    """eval.py restores the probe and the kNN bank from the checkpoint: same test metrics."""
+    train_cfg = compose_cfg(
+        tmp_path / "t", [o for o in FAST if "limit_test" not in o] + ["model.encoder.depth=2"]
+    )
+    train(train_cfg)
+    results = json.loads((tmp_path / "t" / "run" / "metrics.json").read_text())
+    eval_cfg = compose_cfg(tmp_path / "e", [f"ckpt_path={results['checkpoints']['best']}"], "eval")
+    metrics = evaluate(eval_cfg)
+    for key in ("test/loss", "test/probe_acc", "test/knn_acc", "test/rankme"):
+        assert metrics[key] == pytest.approx(results["metrics"][key], rel=1e-4, abs=1e-6), key
+    assert (tmp_path / "t" / "run" / "pictures" / "masks.png").exists()

@@ -72,7 +72,9 @@ class MaskOverlay(Callback):
         picture = overlay(
             images, masks.context, masks.targets, encoder.grid, encoder.patch_embed.patch_size[0]
         )
-        grid = make_grid(picture, nrow=8, padding=1)
+        scale = max(1, 96 // picture.shape[-1])  # small images (digits) enlarged to be seen
+        picture = picture.repeat_interleave(scale, 2).repeat_interleave(scale, 3)
+        grid = make_grid(picture, nrow=8, padding=2)
         path = Path(trainer.default_root_dir) / self.dirname / "masks.png"
         path.parent.mkdir(parents=True, exist_ok=True)
         save_image(grid, path)
