@@ -53,8 +53,8 @@ def test_ema_steps_once_per_optimizer_step_under_accumulation(tmp_path, monkeypa
     )
     trainer.fit(model, datamodule=data)
     assert trainer.global_step == 2 and len(momenta) == 2  # 6 micro-batches, 2 optimizer steps
-    # The schedule spans the real number of optimizer steps: 0.99 at step 0 -> 0.995 at step 1 of 2.
-    assert momenta == pytest.approx([0.99, 0.995])
+    # The schedule spans the real number of optimizer steps: 0.996 at step 0 -> 0.998 at step 1 of 2.
+    assert momenta == pytest.approx([0.996, 0.998])
     moved = [
         not torch.equal(a, b)
         for a, b in zip(before, model.target_encoder.parameters(), strict=True)

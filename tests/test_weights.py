@@ -76,8 +76,9 @@ def test_timm_file_loads_into_both_encoders_and_export_round_trips(tmp_path):
     torch.save({"state_dict": model.state_dict()}, ckpt)
     out = export_target_encoder(ckpt, tmp_path / "encoder.pth")
     enc = model.encoder
+    size = enc.patch_embed.img_size[0]
     reference = VisionTransformer(
-        img_size=32,
+        img_size=size,
         patch_size=4,
         in_chans=1,
         num_classes=0,
@@ -89,7 +90,7 @@ def test_timm_file_loads_into_both_encoders_and_export_round_trips(tmp_path):
         num_heads=enc.blocks[0].attn.num_heads,
     )
     reference.load_state_dict(torch.load(out, weights_only=True), strict=True)
-    x = torch.randn(2, 1, 32, 32)
+    x = torch.randn(2, 1, size, size)
     assert torch.allclose(reference.eval()(x), model.target_encoder.eval().pooled(x), atol=1e-5)
 
 

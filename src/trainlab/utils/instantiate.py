@@ -1,5 +1,6 @@
 """Build callbacks, loggers and the strategy from their config groups."""
 
+import secrets
 from pathlib import Path
 
 import hydra
@@ -33,9 +34,7 @@ def instantiate_loggers(cfg: DictConfig | None, run_dir: Path) -> list[Logger]:
 def wandb_run_id(run_dir: Path) -> str:
     path = run_dir / "wandb_id"
     if not path.exists():
-        import wandb
-
-        path.write_text(wandb.util.generate_id())
+        path.write_text(secrets.token_hex(4))  # W&B ids are short lowercase strings
     return path.read_text().strip()
 
 
