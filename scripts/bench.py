@@ -15,7 +15,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 ROOT = Path(__file__).resolve().parents[1]
 
-# The benchmark model: the default job's I-JEPA (ViT-Tiny/4, depth 4, 32 px gray).
+# The benchmark model: the default job's I-JEPA (ViT-Tiny/4, depth 4) at 32 px: 64 tokens.
 SHAPE = dict(img_size=32, patch_size=4, in_chans=1, size="vit_tiny", depth=4)
 BATCH = 64
 
@@ -70,7 +70,7 @@ def main():
     masks = bench_masks.bench()
     images, labels = make_batch()
     step = bench_step.bench(make_ijepa, images, labels)
-    memory = bench_memory.bench()
+    memory = bench_memory.bench(make_ijepa, images)
     text = f"""# Benchmarks
 
 Written by `make bench` (scripts/bench.py) on {datetime.date.today()}.
@@ -89,7 +89,7 @@ Batch {masks["batch"]}, {masks["grid"]} grid, paper settings (4 targets, min_kee
 
 ## I-JEPA training step: Lightning vs a bare PyTorch loop (scripts/bench_step.py)
 
-The default job's model (ViT-Tiny/4 depth 4, predictor 2 x 96), batch {BATCH} of 32 px gray
+The default job's model (ViT-Tiny/4 depth 4, predictor 2 x 96) at 32 px, batch {BATCH} gray
 images, the same batch every step, AdamW, schedules and EMA in both.
 
 | loop | samples/s |
@@ -100,9 +100,9 @@ images, the same batch every step, AdamW, schedules and EMA in both.
 
 ## Activation checkpointing: peak memory (scripts/bench_memory.py)
 
-Same model and batch, 3 training steps, on {memory["device"]}{" (peak RSS above the RSS after building the model)" if memory["device"] == "cpu" else ""}.
+Same model and batch, one training step on {memory["device"]}: {memory["what"]}.
 
-| setting | peak MiB |
+| setting | MiB |
 |---|---|
 | no checkpointing | {memory["plain_mib"]:.0f} |
 | `model.encoder.grad_checkpointing=true` | {memory["checkpointed_mib"]:.0f} |

@@ -1,62 +1,52 @@
-"""Peak memory of I-JEPA training steps with and without activation checkpointing.
+"""Activation memory of an I-JEPA training step with and without activation checkpointing.
 
-On CUDA: torch.cuda.max_memory_allocated. On CPU: the peak resident set size of a fresh
-process per setting, minus its size after building the model (ru_maxrss), so each number
-is the training steps' own high-water mark.
+On CUDA: peak allocated memory (torch.cuda.max_memory_allocated) over a training step.
+On CPU there is no allocator counter, so the number is the bytes of tensors autograd saves
+for the backward pass (counted with saved_tensors_hooks, each storage once): exactly the
+memory that activation checkpointing trades for recomputation.
 """
-
-import json
-import subprocess
-import sys
 
 import torch
 
-CHILD = r"""
-import json, resource, sys, torch
-sys.path.insert(0, "scripts")
-from bench import make_ijepa, make_batch
 from trainlab.data.masks import step_generator
-ckpt = sys.argv[1] == "1"
-model = make_ijepa(grad_checkpointing=ckpt)
-images, labels = make_batch()
-device = "cuda" if torch.cuda.is_available() else "cpu"
-model, images, labels = model.to(device), images.to(device), labels.to(device)
-optimizer = model.configure_optimizers()
-if device == "cuda":
-    torch.cuda.reset_peak_memory_stats()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-for step in range(3):
-    loss, features, _ = model.jepa_loss(images, step_generator(0, 0, step))
+
+
+def saved_activation_mib(model, images) -> float:
+    seen, total = set(), 0
+
+    def pack(t):
+        nonlocal total
+        key = (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+        if key not in seen:
+            seen.add(key)
+            total += key[1]
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss, _, _ = model.jepa_loss(images, step_generator(0, 0, 0))
     loss.backward()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-if device == "cuda":
-    peak = torch.cuda.max_memory_allocated() / 2**20
-else:
-    peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
-print(json.dumps({"peak_mib": peak, "device": device}))
-"""
+    return total / 2**20
 
 
-def peak_mib(grad_checkpointing: bool) -> dict:
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, "1" if grad_checkpointing else "0"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def cuda_peak_mib(model, images) -> float:
+    torch.cuda.reset_peak_memory_stats()
+    loss, _, _ = model.jepa_loss(images, step_generator(0, 0, 0))
+    loss.backward()
+    return torch.cuda.max_memory_allocated() / 2**20
 
 
-def bench() -> dict:
-    plain, ckpt = peak_mib(False), peak_mib(True)
+def bench(make_model, images) -> dict:
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    measure = cuda_peak_mib if device == "cuda" else saved_activation_mib
+    results = {}
+    for name, ckpt in (("plain", False), ("checkpointed", True)):
+        model = make_model(grad_checkpointing=ckpt).to(device).train()
+        results[name] = measure(model, images.to(device))
+    what = "peak allocated MiB" if device == "cuda" else "MiB saved for backward"
     return {
-        "device": plain["device"],
-        "plain_mib": plain["peak_mib"],
-        "checkpointed_mib": ckpt["peak_mib"],
-        "ratio": ckpt["peak_mib"] / plain["peak_mib"],
+        "device": device,
+        "what": what,
+        "plain_mib": results["plain"],
+        "checkpointed_mib": results["checkpointed"],
+        "ratio": results["checkpointed"] / results["plain"],
     }
-
-
-if __name__ == "__main__":
-    print(bench(), torch.__version__)

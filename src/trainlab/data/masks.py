@@ -77,34 +77,45 @@ class MultiBlockMaskGenerator:
         a = aspect[0] + (aspect[1] - aspect[0]) * torch.rand((), generator=g).item()  # independent
         return self._block_size(s, a)
 
-    def _blocks(self, g, shape, h: int, w: int) -> torch.Tensor:
-        """Boolean (*shape, H, W) masks of h x w blocks at uniform positions, edges included."""
+    def _corners(self, g, shape, h: int, w: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Top-left corners of h x w blocks, uniform over [0, H - h] x [0, W - w], edges included."""
         top = torch.randint(0, self.H - h + 1, shape, generator=g)
         left = torch.randint(0, self.W - w + 1, shape, generator=g)
-        rows, cols = torch.arange(self.H), torch.arange(self.W)
-        in_rows = (rows >= top[..., None]) & (rows < (top + h)[..., None])
-        in_cols = (cols >= left[..., None]) & (cols < (left + w)[..., None])
-        return in_rows[..., :, None] & in_cols[..., None, :]
+        return top, left
+
+    def _indices(self, top, left, h: int, w: int) -> torch.Tensor:
+        """Row-major token indices of each block: (*shape, h * w), computed, not searched."""
+        rows = top[..., None, None] + torch.arange(h)[:, None]
+        cols = left[..., None, None] + torch.arange(w)[None, :]
+        return (rows * self.W + cols).flatten(-2)
+
+    def _blocks(self, g, shape, h: int, w: int) -> torch.Tensor:
+        """Boolean (*shape, N) masks of h x w blocks at uniform positions."""
+        top, left = self._corners(g, shape, h, w)
+        mask = torch.zeros(*shape, self.N, dtype=torch.bool)
+        return mask.scatter_(-1, self._indices(top, left, h, w), True)
 
     def __call__(self, batch_size: int, generator: torch.Generator) -> Masks:
         g, B, M = generator, batch_size, self.num_targets
         th, tw = self._sample_size(g, self.target_scale, self.target_aspect)
         ch, cw = self._sample_size(g, self.context_scale, self.context_aspect)
-        targets = self._blocks(g, (B, M), th, tw).reshape(B, M, self.N)
-        covered = targets.any(dim=1)
-        context = self._blocks(g, (B,), ch, cw).reshape(B, self.N) & ~covered
+        target_idx = self._indices(*self._corners(g, (B, M), th, tw), th, tw)  # (B, M, T)
+        covered = torch.zeros(B, self.N, dtype=torch.bool)
+        covered.scatter_(1, target_idx.reshape(B, -1), True)
+        context = self._blocks(g, (B,), ch, cw) & ~covered
         for _ in range(self.max_tries):
             short = context.sum(1) < self.min_keep
             if not short.any():
                 break
-            redraw = self._blocks(g, (int(short.sum()),), ch, cw).reshape(-1, self.N)
-            context[short] = redraw & ~covered[short]
+            context[short] = self._blocks(g, (int(short.sum()),), ch, cw) & ~covered[short]
         else:  # still short after max_tries: the whole grid minus the targets (checked >= min_keep)
             short = context.sum(1) < self.min_keep
             context[short] = ~covered[short]
-        # Equalise context lengths by keeping a random K-subset of each context.
+        # Equalise context lengths: keep a random K-subset of each context (K = batch minimum),
+        # the K smallest of random scores; nonzero returns them already sorted.
         keep = int(context.sum(1).min())
-        scores = torch.rand(B, self.N, generator=g).masked_fill(~context, 2.0)
-        context_idx = scores.topk(keep, dim=1, largest=False).indices.sort(dim=1).values
-        target_idx = targets.nonzero()[:, 2].reshape(B, M, th * tw)
+        # float64: a tie at the K-th score (which would keep K+1) is then practically impossible.
+        scores = torch.rand(B, self.N, generator=g, dtype=torch.float64).masked_fill_(~context, 2.0)
+        kth = scores.kthvalue(keep, dim=1, keepdim=True).values
+        context_idx = (scores <= kth).nonzero()[:, 1].reshape(B, keep)
         return Masks(context=context_idx, targets=target_idx)
