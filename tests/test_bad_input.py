@@ -101,9 +101,14 @@ def test_empty_dataset(tmp_path, monkeypatch, capfd):
     assert_one_clear_line(err, "no images under")
 
 
-def test_unreadable_image(tmp_path, monkeypatch, capfd):
+@pytest.mark.parametrize(
+    "split, content, workers",
+    [("train", b"not a png at all", 0), ("val", b"\x89PNG truncated", 1)],
+    ids=["in-process", "in-a-worker-process"],
+)
+def test_unreadable_image(tmp_path, monkeypatch, capfd, split, content, workers):
     root = make_image_folder(tmp_path / "imgs")
-    (root / "train" / "a" / "broken.png").write_bytes(b"not a png at all")
+    (root / split / "a" / "broken.png").write_bytes(content)
     code, err = run_train(
         tmp_path,
         monkeypatch,
@@ -113,25 +118,7 @@ def test_unreadable_image(tmp_path, monkeypatch, capfd):
         "data.num_classes=2",
         "data.image_size=32",
         "data.batch_size=4",
-        "data.num_workers=0",
-    )
-    assert code == 2
-    assert_one_clear_line(err, "broken.png")
-
-
-def test_unreadable_image_in_a_worker_process(tmp_path, monkeypatch, capfd):
-    root = make_image_folder(tmp_path / "imgs")
-    (root / "val" / "a" / "broken.png").write_bytes(b"\x89PNG truncated")
-    code, err = run_train(
-        tmp_path,
-        monkeypatch,
-        capfd,
-        "data=imagefolder",
-        f"data.root={root}",
-        "data.num_classes=2",
-        "data.image_size=32",
-        "data.batch_size=4",
-        "data.num_workers=1",
+        f"data.num_workers={workers}",
         "data.persistent_workers=false",
     )
     assert code == 2

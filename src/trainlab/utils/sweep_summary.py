@@ -32,6 +32,12 @@ def collect_jobs(sweep_dir: Path) -> list[dict]:
     return jobs
 
 
+def swept_keys(jobs: list[dict]) -> list[str]:
+    """The override keys whose value differs between jobs (all keys when none does)."""
+    keys = sorted({k for job in jobs for k in job["overrides"]})
+    return [k for k in keys if len({job["overrides"].get(k) for job in jobs}) > 1] or keys
+
+
 def plot_jobs(jobs: list[dict], metric_name: str, path: Path) -> None:
     """One panel per swept key: the metric against that key's values."""
     import matplotlib
@@ -39,8 +45,7 @@ def plot_jobs(jobs: list[dict], metric_name: str, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keys = sorted({k for job in jobs for k in job["overrides"]})
-    swept = [k for k in keys if len({job["overrides"].get(k) for job in jobs}) > 1] or keys
+    swept = swept_keys(jobs)
     fig, axes = plt.subplots(
         1, max(1, len(swept)), figsize=(4 * max(1, len(swept)), 3.2), squeeze=False
     )
@@ -67,7 +72,7 @@ class SweepSummary(Callback):
         if not jobs:
             return
         metric_name = config.get("optimized_metric") or "metric"
-        keys = sorted({k for job in jobs for k in job["overrides"]})
+        keys = swept_keys(jobs)  # overrides shared by every job are noise in the table
         header = ["job", *keys, metric_name, "run dir"]
         rows = [
             [j["job"], *(j["overrides"].get(k, "") for k in keys), j["metric"], j["run_dir"]]
