@@ -3,7 +3,8 @@
 DDP keeps replicas identical only if every gradient is all-reduced and every rank applies
 the same update; a skipped all-reduce (static_graph with accumulation, a comm hook that
 never ran) or a rank-local update (an EMA of unsynchronised weights) breaks that silently.
-This compares a float64 checksum of each top-level submodule across ranks and records it.
+This compares a float64 checksum of each top-level submodule's state (parameters and
+persistent buffers) across ranks and records it.
 """
 
 import json
@@ -23,16 +24,12 @@ class RankConsistency(Callback):
 
     @torch.no_grad()
     def on_train_end(self, trainer, pl_module):
-        names = [
-            name
-            for name, child in pl_module.named_children()
-            if any(True for _ in child.parameters())
-        ]
+        # Parameters and persistent buffers (e.g. a kNN feature bank) of each top-level child.
+        states = {name: child.state_dict() for name, child in pl_module.named_children()}
+        names = [n for n, sd in states.items() if any(t.is_floating_point() for t in sd.values())]
         sums = torch.stack(
             [
-                torch.stack(
-                    [p.detach().double().sum() for p in getattr(pl_module, n).parameters()]
-                ).sum()
+                sum(t.double().sum() for t in states[n].values() if t.is_floating_point())
                 for n in names
             ]
         ).to(pl_module.device)

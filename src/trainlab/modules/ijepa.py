@@ -3,6 +3,7 @@ masked blocks from a context block, in representation space.
 """
 
 import copy
+from typing import Literal
 
 import lightning as L
 import torch
@@ -43,7 +44,7 @@ class IJEPA(L.LightningModule):
         warmup_epochs: float = 40,
         weight_decay: tuple = (0.04, 0.4),
         ema: tuple = (0.996, 1.0),
-        loss: str = "smooth_l1",
+        loss: Literal["smooth_l1", "l1", "l2"] = "smooth_l1",
         probe_lr: float = 1e-3,
         knn_k: int = 20,
         bank_size: int = 4096,
@@ -90,6 +91,9 @@ class IJEPA(L.LightningModule):
         g = step_generator(self.hparams.seed, self.current_epoch, batch_idx)
         loss, features, masks = self.jepa_loss(images, g)
         probe_loss = self.online.training_loss(features, labels)
+        # One bank for the whole job: every rank enqueues every rank's features.
+        gathered = self.all_gather(features.detach()).reshape(-1, features.shape[-1])
+        self.online.enqueue(gathered, self.all_gather(labels).reshape(-1))
         self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True)
         self.log("train/probe_loss", probe_loss, on_step=False, on_epoch=True)
         self.log_dict(
@@ -106,11 +110,7 @@ class IJEPA(L.LightningModule):
         # Fixed masks per batch index, so the loss is comparable across epochs.
         loss, features, _ = self.jepa_loss(images, step_generator(self.hparams.seed, -1, batch_idx))
         self.log(f"{stage}/loss", loss, on_epoch=True, prog_bar=True, sync_dist=True)
-        self.online.update(features, labels, self._bank, self._bank_labels)
-
-    def _gather_bank(self) -> None:
-        bank, labels = self.all_gather(self.online.bank), self.all_gather(self.online.bank_labels)
-        self._bank, self._bank_labels = bank.reshape(-1, bank.shape[-1]), labels.reshape(-1)
+        self.online.update(features, labels)
 
     def _log_online(self, stage: str) -> None:
         self.log(f"{stage}/probe_acc", self.online.probe_acc, prog_bar=True)
@@ -122,17 +122,11 @@ class IJEPA(L.LightningModule):
             for name, value in self.online.collapse_stats(gathered).items():
                 self.log(f"{stage}/{name}", value)
 
-    def on_validation_epoch_start(self):
-        self._gather_bank()
-
     def validation_step(self, batch, batch_idx):
         self._evaluate(batch, batch_idx, "val")
 
     def on_validation_epoch_end(self):
         self._log_online("val")
-
-    def on_test_epoch_start(self):
-        self._gather_bank()
 
     def test_step(self, batch, batch_idx):
         self._evaluate(batch, batch_idx, "test")

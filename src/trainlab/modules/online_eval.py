@@ -56,13 +56,14 @@ class OnlineEvaluator(nn.Module):
         self._seen: list[torch.Tensor] = []
 
     def training_loss(self, features: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """The probe's cross-entropy; also stores the features in the kNN bank."""
-        features = features.detach().float()
-        self._enqueue(features, labels)
-        return F.cross_entropy(self.probe(features), labels)
+        """The probe's cross-entropy on detached features."""
+        return F.cross_entropy(self.probe(features.detach().float()), labels)
 
     @torch.no_grad()
-    def _enqueue(self, features: torch.Tensor, labels: torch.Tensor) -> None:
+    def enqueue(self, features: torch.Tensor, labels: torch.Tensor) -> None:
+        """Store training features for kNN. Under DDP pass every rank's features (gathered):
+        DDP broadcasts buffers from rank 0, so a rank-local bank would not survive."""
+        features = features.float()
         n, size = len(features), len(self.bank)
         idx = (self.bank_next + torch.arange(n, device=features.device)) % size
         self.bank[idx], self.bank_labels[idx] = features[-size:], labels[-size:]
@@ -80,11 +81,11 @@ class OnlineEvaluator(nn.Module):
         return votes.scatter_add_(1, bank_labels[top_idx], weights)
 
     @torch.no_grad()
-    def update(self, features: torch.Tensor, labels: torch.Tensor, bank, bank_labels) -> None:
-        """Score a batch of held-out features; ``bank`` is the (all-gathered) training bank."""
+    def update(self, features: torch.Tensor, labels: torch.Tensor) -> None:
+        """Score a batch of held-out features against the probe and the kNN bank."""
         self.probe_acc.update(self.probe(features.float()), labels)
-        if (bank_labels >= 0).any():
-            self.knn_acc.update(self.knn_predict(features, bank, bank_labels), labels)
+        if (self.bank_labels >= 0).any():
+            self.knn_acc.update(self.knn_predict(features, self.bank, self.bank_labels), labels)
         if sum(len(f) for f in self._seen) < self.max_rank_samples:
             self._seen.append(features.detach().float())
 
