@@ -163,3 +163,22 @@ def test_ijepa_without_imagenet_stops_at_once_naming_data_root(tmp_path, monkeyp
     code, err = run_train(tmp_path, monkeypatch, capfd, "experiment=ijepa")
     assert code == 2
     assert_one_clear_line(err, "imagenet", "data.root")
+
+
+def test_multirun_with_spawned_ddp_ranks_is_refused(tmp_path, monkeypatch, capfd):
+    """Lightning would re-run the whole sweep in each child rank; refuse before any spawn."""
+    argv = [
+        "train.py",
+        "-m",
+        *FAST,
+        f"paths.log_dir={tmp_path / 'logs'}",
+        "seed=1,2",
+        "trainer.accelerator=cpu",
+        "trainer.devices=2",
+        "strategy=ddp",
+    ]
+    code = run_in_process(trainlab.train.main, argv, monkeypatch)
+    err = capfd.readouterr().err
+    assert code == 2
+    assert_one_clear_line(err, "multirun", "torchrun")
+    assert not list((tmp_path / "logs").rglob("metrics.json"))

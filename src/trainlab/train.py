@@ -16,6 +16,7 @@ from trainlab.utils import run_dir as rundir
 from trainlab.utils.batch import per_device_batch
 from trainlab.utils.config_checks import check_config
 from trainlab.utils.console import print_config_tree, print_summary
+from trainlab.utils.errors import ConfigError
 from trainlab.utils.instantiate import (
     finish_wandb,
     instantiate_callbacks,
@@ -32,6 +33,23 @@ CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 
 def _overrides() -> list[str]:
     return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def refuse_multirun_with_spawned_ranks(trainer: L.Trainer) -> None:
+    """Lightning starts ranks 1..N-1 by re-running this command line; under ``-m`` each
+    child would run the whole sweep again on its own, possibly with other sampled values."""
+    from hydra.types import RunMode
+    from lightning.pytorch.strategies.launchers import _SubprocessScriptLauncher
+
+    multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    if multirun and isinstance(
+        getattr(trainer.strategy, "launcher", None), _SubprocessScriptLauncher
+    ):
+        raise ConfigError(
+            f"a multirun (-m) cannot start {trainer.world_size} processes per job from this "
+            "command: launch each job on its own under torchrun (torchrun --nproc-per-node=N "
+            "train.py ...), or sweep on one device"
+        )
 
 
 def train(cfg: DictConfig) -> float | None:
@@ -59,6 +77,7 @@ def train(cfg: DictConfig) -> float | None:
         logger=loggers or False,
         strategy=instantiate_strategy(cfg.get("strategy")),
     )
+    refuse_multirun_with_spawned_ranks(trainer)
     if datamodule.global_batch_size:
         datamodule.batch_size = per_device_batch(
             datamodule.global_batch_size, trainer.world_size, trainer.accumulate_grad_batches
