@@ -135,3 +135,34 @@ def test_ijepa_eval_reproduces_the_online_evaluation(tmp_path):
     for key in ("test/loss", "test/probe_acc", "test/knn_acc", "test/rankme"):
         assert metrics[key] == pytest.approx(results["metrics"][key], rel=1e-4, abs=1e-6), key
     assert (tmp_path / "t" / "run" / "pictures" / "masks.png").exists()
+
+
+@pytest.mark.slow
+def test_the_default_job_in_full(tmp_path):
+    """`python train.py` as it is (about 2.5 minutes here): it finishes and learns something."""
+    result = run_cli(
+        "train.py", f"paths.log_dir={tmp_path}", "run_name=full", cwd=tmp_path, timeout=900
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    metrics = json.loads((tmp_path / "train" / "runs" / "full" / "metrics.json").read_text())[
+        "metrics"
+    ]
+    assert metrics["test/probe_acc"] > 0.3 and metrics["test/knn_acc"] > 0.2  # chance is 0.1
+
+
+def test_resume_continues_the_run_in_its_own_dir(tmp_path, monkeypatch, capfd):
+    import torch
+    from conftest import run_in_process
+
+    import trainlab.train
+
+    base = ["train.py", *FAST, f"paths.log_dir={tmp_path}", "run_name=r", "model.encoder.depth=1"]
+    assert run_in_process(trainlab.train.main, base, monkeypatch) == 0
+    run_dir = tmp_path / "train" / "runs" / "r"
+    config = (run_dir / "config.yaml").read_text()
+    argv = [*base, "resume=true", "trainer.max_epochs=2"]
+    assert run_in_process(trainlab.train.main, argv, monkeypatch) == 0
+    last = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)
+    assert last["global_step"] == 6 and last["epoch"] == 1  # 3 steps, then 3 more
+    assert (run_dir / "config.yaml").read_text() == config
+    assert "resume=true" in (run_dir / "resumes.txt").read_text()

@@ -60,7 +60,10 @@ def train(cfg: DictConfig) -> float | None:
     last_ckpt = run_dir / "checkpoints" / "last.ckpt"
     if rundir.is_global_zero():
         rundir.guard(run_dir, resume=cfg.get("resume", False))
-        rundir.record(run_dir, cfg, _overrides())
+        if cfg.get("resume") and (run_dir / "config.yaml").exists():
+            rundir.note_resume(run_dir)  # keep the run's original config and facts
+        else:
+            rundir.record(run_dir, cfg, _overrides())
         if cfg.extras.get("print_config"):
             print_config_tree(cfg)
     if cfg.get("seed") is not None:
@@ -96,7 +99,8 @@ def train(cfg: DictConfig) -> float | None:
         resume_from = str(last_ckpt) if cfg.get("resume") and last_ckpt.exists() else None
         if cfg.get("resume") and resume_from is None:
             log.info(f"no checkpoint at {last_ckpt}: starting fresh")
-        trainer.fit(model, datamodule=datamodule, ckpt_path=resume_from)
+        # Our own checkpoint (hyperparameters hold config partials): a full, trusted load.
+        trainer.fit(model, datamodule=datamodule, ckpt_path=resume_from, weights_only=False)
         metrics = final_metrics(trainer)
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         if cfg.get("test"):

@@ -11,6 +11,7 @@ import platform
 import socket
 import subprocess
 import sys
+from datetime import datetime
 from importlib import metadata
 from pathlib import Path
 
@@ -45,6 +46,13 @@ def _git(*args: str) -> str:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return ""
+
+
+def note_resume(run_dir: Path) -> None:
+    """Append when and how the run was resumed, next to its original records."""
+    line = f"{datetime.now().isoformat(timespec='seconds')} {' '.join(sys.argv)}\n"
+    with open(run_dir / "resumes.txt", "a") as f:
+        f.write(line)
 
 
 def record(run_dir: Path, cfg: DictConfig, overrides: list[str]) -> None:
