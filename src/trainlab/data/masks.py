@@ -11,9 +11,9 @@ Three flaws of the reference collator are fixed here:
    column (the reference's randint(0, H - h) never does);
 3. contexts are equalised to the batch minimum by dropping a random subset of each
    context's patches (the reference keeps the first K in row-major order, a top bias).
-And it always terminates: impossible settings are refused up front, and a context that
-keeps too few patches after removing the targets is redrawn a bounded number of times,
-then falls back to the whole grid minus the targets.
+And it always terminates: impossible settings are refused up front; targets that leave
+fewer than min_keep patches, and contexts that keep too few, are redrawn a bounded number
+of times; a context still short then falls back to the whole grid minus the targets.
 """
 
 import math
@@ -60,10 +60,10 @@ class MultiBlockMaskGenerator:
         return min(max(h, 1), self.H), min(max(w, 1), self.W)
 
     def _check(self) -> None:
-        worst_target = max(
-            h * w
-            for h, w in (self._block_size(self.target_scale[1], a) for a in self.target_aspect)
-        )
+        """Refuse settings whose targets, at their nominal largest area, leave fewer than
+        min_keep context patches. Rounding to whole patches can make a block a little
+        larger than nominal; the rare batch where that matters is redrawn in __call__."""
+        worst_target = math.ceil(self.target_scale[1] * self.N)
         left = self.N - self.num_targets * worst_target
         if left < self.min_keep:
             raise ConfigError(
@@ -95,25 +95,38 @@ class MultiBlockMaskGenerator:
         mask = torch.zeros(*shape, self.N, dtype=torch.bool)
         return mask.scatter_(-1, self._indices(top, left, h, w), True)
 
+    def _union(self, target_idx: torch.Tensor) -> torch.Tensor:
+        """(B, N) boolean: the patches covered by any target block of each sample."""
+        covered = torch.zeros(target_idx.shape[0], self.N, dtype=torch.bool)
+        return covered.scatter_(1, target_idx.reshape(target_idx.shape[0], -1), True)
+
     def __call__(self, batch_size: int, generator: torch.Generator) -> Masks:
         g, B, M = generator, batch_size, self.num_targets
         th, tw = self._sample_size(g, self.target_scale, self.target_aspect)
         ch, cw = self._sample_size(g, self.context_scale, self.context_aspect)
         target_idx = self._indices(*self._corners(g, (B, M), th, tw), th, tw)  # (B, M, T)
-        covered = torch.zeros(B, self.N, dtype=torch.bool)
-        covered.scatter_(1, target_idx.reshape(B, -1), True)
+        covered = self._union(target_idx)
+        for _ in range(self.max_tries):  # targets that leave too little room: redraw them
+            crowded = (~covered).sum(1) < self.min_keep
+            if not crowded.any():
+                break
+            n = int(crowded.sum())
+            target_idx[crowded] = self._indices(*self._corners(g, (n, M), th, tw), th, tw)
+            covered = self._union(target_idx)
         context = self._blocks(g, (B,), ch, cw) & ~covered
         for _ in range(self.max_tries):
             short = context.sum(1) < self.min_keep
             if not short.any():
                 break
             context[short] = self._blocks(g, (int(short.sum()),), ch, cw) & ~covered[short]
-        else:  # still short after max_tries: the whole grid minus the targets (checked >= min_keep)
+        else:  # still short after max_tries: the whole grid minus the targets
             short = context.sum(1) < self.min_keep
             context[short] = ~covered[short]
         # Equalise context lengths: keep a random K-subset of each context (K = batch minimum),
         # the K smallest of random scores; nonzero returns them already sorted.
         keep = int(context.sum(1).min())
+        if keep == 0:  # needs max_tries failed redraws in a row: not seen at any valid setting
+            raise RuntimeError("mask generation left a sample without context; raise max_tries")
         # float64: a tie at the K-th score (which would keep K+1) is then practically impossible.
         scores = torch.rand(B, self.N, generator=g, dtype=torch.float64).masked_fill_(~context, 2.0)
         kth = scores.kthvalue(keep, dim=1, keepdim=True).values
