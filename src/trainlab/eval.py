@@ -18,7 +18,7 @@ from trainlab.utils.console import print_summary
 from trainlab.utils.errors import UserError
 from trainlab.utils.instantiate import finish_wandb, instantiate_loggers
 from trainlab.utils.results import batch_facts, final_metrics, write_metrics_json
-from trainlab.utils.run_dir import guard, is_global_zero
+from trainlab.utils.run_dir import guard, is_global_zero, record
 from trainlab.utils.task import run_task
 
 
@@ -47,9 +47,12 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
         if "init_from" in cfg.model:  # the checkpoint holds the weights; skip the start file
             cfg.model.init_from = None
     check_config(cfg)
+    if is_global_zero():
+        record(run_dir, cfg)
     L.seed_everything(cfg.seed, workers=True)
 
     datamodule = hydra.utils.instantiate(cfg.data)
+    datamodule.check()
     model = hydra.utils.instantiate(cfg.model)
     loggers = instantiate_loggers(cfg.get("logger"), run_dir)
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, logger=loggers or False)

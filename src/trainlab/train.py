@@ -31,10 +31,6 @@ log = get_logger(__name__)
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 
 
-def _overrides() -> list[str]:
-    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
-
-
 def refuse_multirun_with_spawned_ranks(trainer: L.Trainer) -> None:
     """Lightning starts ranks 1..N-1 by re-running this command line; under ``-m`` each
     child would run the whole sweep again on its own, possibly with other sampled values."""
@@ -63,7 +59,7 @@ def train(cfg: DictConfig) -> float | None:
         if cfg.get("resume") and (run_dir / "config.yaml").exists():
             rundir.note_resume(run_dir)  # keep the run's original config and facts
         else:
-            rundir.record(run_dir, cfg, _overrides())
+            rundir.record(run_dir, cfg)
         if cfg.extras.get("print_config"):
             print_config_tree(cfg)
     if cfg.get("seed") is not None:

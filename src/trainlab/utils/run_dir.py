@@ -55,11 +55,17 @@ def note_resume(run_dir: Path) -> None:
         f.write(line)
 
 
-def record(run_dir: Path, cfg: DictConfig, overrides: list[str]) -> None:
+def command_line_overrides() -> list[str]:
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def record(run_dir: Path, cfg: DictConfig) -> None:
     """Write config.yaml, overrides.yaml, meta.json, git.diff and requirements.txt."""
     run_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(cfg, run_dir / "config.yaml", resolve=False)
-    OmegaConf.save(OmegaConf.create(list(overrides)), run_dir / "overrides.yaml")
+    OmegaConf.save(OmegaConf.create(command_line_overrides()), run_dir / "overrides.yaml")
     diff = _git("diff", "HEAD")
     if diff:
         (run_dir / "git.diff").write_text(diff)
