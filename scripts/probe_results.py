@@ -74,7 +74,7 @@ def run(experiment: str, seed: int, overrides: list[str], out: Path) -> dict:
     results = json.loads((run_dir / "metrics.json").read_text())
     ckpt = results["checkpoints"]["last"]
     model = hydra.utils.instantiate(cfg.model)
-    model.load_state_dict(torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"])
+    model.load_state_dict(torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"])
     trained = probe_accuracy(model.target_encoder, hydra.utils.instantiate(cfg.data))
     context = probe_accuracy(model.encoder, hydra.utils.instantiate(cfg.data))
     torch.manual_seed(seed)

@@ -57,7 +57,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     loggers = instantiate_loggers(cfg.get("logger"), run_dir)
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, logger=loggers or False)
     try:
-        trainer.test(model, datamodule=datamodule, ckpt_path=str(ckpt), weights_only=False)
+        trainer.test(model, datamodule=datamodule, ckpt_path=str(ckpt))
     finally:
         finish_wandb(loggers)
     metrics = final_metrics(trainer)

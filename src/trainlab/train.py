@@ -95,12 +95,11 @@ def train(cfg: DictConfig) -> float | None:
         resume_from = str(last_ckpt) if cfg.get("resume") and last_ckpt.exists() else None
         if cfg.get("resume") and resume_from is None:
             log.info(f"no checkpoint at {last_ckpt}: starting fresh")
-        # Our own checkpoint (hyperparameters hold config partials): a full, trusted load.
-        trainer.fit(model, datamodule=datamodule, ckpt_path=resume_from, weights_only=False)
+        trainer.fit(model, datamodule=datamodule, ckpt_path=resume_from)
         metrics = final_metrics(trainer)
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         if cfg.get("test"):
-            trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=False)
+            trainer.test(model, datamodule=datamodule, ckpt_path=best or None)
             metrics.update(final_metrics(trainer))
     finally:
         finish_wandb(loggers)

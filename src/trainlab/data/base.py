@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, Dataset, Subset
+from torch.utils.data import DataLoader, Dataset, random_split
 
 from trainlab.data.transforms import build_transform
 from trainlab.utils.errors import DataError
@@ -109,8 +109,9 @@ class ImageDataModule(L.LightningDataModule):
                 f"out of {len(train)}: choose a value in (0, 1)"
             )
         # Seeded, so train.py and eval.py and every rank see the same split.
-        order = torch.randperm(len(train), generator=torch.Generator().manual_seed(self.seed))
-        return Subset(train, order[n_val:].tolist()), Subset(train, order[:n_val].tolist())
+        generator = torch.Generator().manual_seed(self.seed)
+        val, train = random_split(train, [n_val, len(train) - n_val], generator=generator)
+        return train, val
 
     def _loader(self, dataset: Dataset, train: bool) -> DataLoader:
         return DataLoader(

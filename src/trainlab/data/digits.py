@@ -5,7 +5,7 @@ The default data set: it needs no download, so ``python train.py`` runs anywhere
 
 import torch
 from sklearn.datasets import load_digits
-from torch.utils.data import Subset, TensorDataset
+from torch.utils.data import TensorDataset, random_split
 
 from trainlab.data.base import ImageDataModule
 
@@ -25,8 +25,7 @@ class DigitsDataModule(ImageDataModule):
         images = torch.tensor(digits.images * (255 / 16), dtype=torch.uint8).unsqueeze(1)
         data = TensorDataset(images, torch.tensor(digits.target))
         # There is no official test split: hold out a fixed, seeded one.
-        order = torch.randperm(len(data), generator=torch.Generator().manual_seed(12345))
         n_test = round(len(data) * self.test_fraction)
-        test = Subset(data, order[:n_test].tolist())
-        train = Subset(data, order[n_test:].tolist())
+        generator = torch.Generator().manual_seed(12345)
+        test, train = random_split(data, [n_test, len(data) - n_test], generator=generator)
         return train, None, test

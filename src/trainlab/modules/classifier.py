@@ -17,7 +17,9 @@ class Classifier(L.LightningModule):
 
     def __init__(self, net: nn.Module, num_classes: int, optimizer, scheduler=None):
         super().__init__()
-        self.save_hyperparameters(logger=False, ignore=["net"])
+        # Plain values only, so the checkpoint loads with torch.load(weights_only=True).
+        self.save_hyperparameters(logger=False, ignore=["net", "optimizer", "scheduler"])
+        self.make_optimizer, self.make_scheduler = optimizer, scheduler
         self.net = net
         self.train_acc = MulticlassAccuracy(num_classes)
         self.val_acc = MulticlassAccuracy(num_classes)
@@ -57,10 +59,10 @@ class Classifier(L.LightningModule):
         self._evaluate(batch, "test", self.test_acc, self.test_loss)
 
     def configure_optimizers(self):
-        optimizer = self.hparams.optimizer(params=self.parameters())
-        if self.hparams.scheduler is None:
+        optimizer = self.make_optimizer(params=self.parameters())
+        if self.make_scheduler is None:
             return optimizer
-        scheduler = self.hparams.scheduler(optimizer=optimizer)
+        scheduler = self.make_scheduler(optimizer=optimizer)
         return {
             "optimizer": optimizer,
             "lr_scheduler": {"scheduler": scheduler, "interval": "step"},

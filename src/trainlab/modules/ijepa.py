@@ -52,7 +52,12 @@ class IJEPA(L.LightningModule):
         seed: int = 0,
     ):
         super().__init__()
-        self.save_hyperparameters(logger=False, ignore=["encoder"])
+        # Only plain values go into the checkpoint, so it loads with torch.load(weights_only=True);
+        # the modules and the optimizer partial are rebuilt from the config.
+        self.save_hyperparameters(
+            logger=False, ignore=["encoder", "predictor", "masks", "optimizer"]
+        )
+        self.make_optimizer = optimizer
         self.encoder = encoder
         self.predictor: Predictor = predictor(grid=encoder.grid, embed_dim=encoder.embed_dim)
         self.masks: MultiBlockMaskGenerator = masks(grid=encoder.grid)
@@ -148,7 +153,7 @@ class IJEPA(L.LightningModule):
                 "scheduled": False,
             }
         )
-        return self.hparams.optimizer(params=groups)
+        return self.make_optimizer(params=groups)
 
     def _schedules(self, step: int) -> dict[str, float]:
         total = max(1, int(self.trainer.estimated_stepping_batches))

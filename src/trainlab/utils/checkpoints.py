@@ -91,7 +91,7 @@ def load_into(module: torch.nn.Module, state: dict, what: str) -> None:
 
 def export_target_encoder(ckpt_path: str | Path, out_path: str | Path) -> Path:
     """Write the target encoder of a trainlab checkpoint as a timm-loadable state dict."""
-    state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    state = read_state(ckpt_path)
     encoder = ijepa_parts(state).get("target_encoder")
     if not encoder:
         raise UserError(f"{ckpt_path} holds no target_encoder weights")
