@@ -11,7 +11,10 @@ import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from trainlab.callbacks.comm_stats import CommStatsLogger
 from trainlab.callbacks.run_stats import RunStats
+from trainlab.distributed.checks import check_launch
+from trainlab.distributed.launcher import launch_ranks_from_config
 from trainlab.utils import run_dir as rundir
 from trainlab.utils.batch import per_device_batch
 from trainlab.utils.config_checks import check_config
@@ -31,20 +34,17 @@ log = get_logger(__name__)
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 
 
-def refuse_multirun_with_spawned_ranks(trainer: L.Trainer) -> None:
-    """Lightning starts ranks 1..N-1 by re-running this command line; under ``-m`` each
-    child would run the whole sweep again on its own, possibly with other sampled values."""
+def refuse_multirun_under_torchrun() -> None:
+    """Under torchrun every process would run the whole sweep and pick its own values."""
+    import os
+
     from hydra.types import RunMode
-    from lightning.pytorch.strategies.launchers import _SubprocessScriptLauncher
 
     multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-    if multirun and isinstance(
-        getattr(trainer.strategy, "launcher", None), _SubprocessScriptLauncher
-    ):
+    if multirun and "TORCHELASTIC_RUN_ID" in os.environ:
         raise ConfigError(
-            f"a multirun (-m) cannot start {trainer.world_size} processes per job from this "
-            "command: launch each job on its own under torchrun (torchrun --nproc-per-node=N "
-            "train.py ...), or sweep on one device"
+            "a multirun (-m) cannot run under torchrun: sweep with Lightning's launcher "
+            "(python train.py -m ... trainer.devices=N), or run each job under torchrun"
         )
 
 
@@ -52,6 +52,8 @@ def train(cfg: DictConfig) -> float | None:
     """Fit (and test) the configured model; return ``cfg.optimized_metric`` for sweepers."""
     start = time.monotonic()
     check_config(cfg)
+    check_launch(cfg)
+    refuse_multirun_under_torchrun()
     run_dir = Path(cfg.paths.output_dir)
     last_ckpt = run_dir / "checkpoints" / "last.ckpt"
     if rundir.is_global_zero():
@@ -76,7 +78,9 @@ def train(cfg: DictConfig) -> float | None:
         logger=loggers or False,
         strategy=instantiate_strategy(cfg.get("strategy")),
     )
-    refuse_multirun_with_spawned_ranks(trainer)
+    if getattr(trainer.strategy, "comm_hook", None):
+        trainer.callbacks.append(CommStatsLogger())
+    launcher = launch_ranks_from_config(trainer, cfg, run_dir)
     if datamodule.global_batch_size:
         datamodule.batch_size = per_device_batch(
             datamodule.global_batch_size, trainer.world_size, trainer.accumulate_grad_batches
@@ -103,6 +107,8 @@ def train(cfg: DictConfig) -> float | None:
             metrics.update(final_metrics(trainer))
     finally:
         finish_wandb(loggers)
+        if launcher is not None:
+            launcher.finish()  # children done, process group gone: the next job starts clean
 
     name = cfg.get("optimized_metric")
     value = metrics.get(name) if name else None

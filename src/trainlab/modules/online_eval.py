@@ -74,7 +74,8 @@ class OnlineEvaluator(nn.Module):
         """Class scores by similarity-weighted votes of the k nearest bank features (DINO's kNN)."""
         valid = bank_labels >= 0
         bank, bank_labels = F.normalize(bank[valid], dim=1), bank_labels[valid]
-        sim = F.normalize(features.float(), dim=1) @ bank.T
+        with torch.autocast(features.device.type, enabled=False):  # bf16 would blur the ranking
+            sim = F.normalize(features.float(), dim=1) @ bank.T
         top_sim, top_idx = sim.topk(min(self.knn_k, len(bank)), dim=1)
         weights = (top_sim / self.knn_temperature).exp()
         votes = torch.zeros(len(features), self.num_classes, device=features.device)

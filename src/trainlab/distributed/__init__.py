@@ -1,0 +1,1 @@
+"""Distributed training by config: DDP with comm hooks on every backend, launchers, checks."""

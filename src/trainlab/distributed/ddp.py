@@ -1,0 +1,63 @@
+"""Lightning's DDP strategy with communication hooks that run on every backend.
+
+Lightning registers ``ddp_comm_hook`` only when the root device is CUDA and says nothing
+otherwise, so a PowerSGD run on CPU/gloo would silently train without PowerSGD. This
+subclass registers the hook on any backend and counts what it sends.
+"""
+
+from typing import Any
+
+import torch.distributed as dist
+from lightning.pytorch.strategies import DDPStrategy as LightningDDPStrategy
+from torch.nn.parallel import DistributedDataParallel
+
+from trainlab.distributed.comm_hooks import CommHook, CommStats, CompressWrapper, build_comm_hook
+from trainlab.utils.errors import ConfigError
+
+
+class DDPStrategy(LightningDDPStrategy):
+    """``DDPStrategy`` plus ``comm_hook`` / ``compress_wrapper`` / ``powersgd`` chosen by name.
+
+    Args:
+        comm_hook: powersgd | batched_powersgd | fp16_compress | bf16_compress | None.
+        compress_wrapper: fp16 | bf16: cast PowerSGD's input to half precision first.
+        powersgd: keyword arguments of ``PowerSGDState`` (rank, start iteration, ...).
+        **kwargs: Lightning's ``DDPStrategy`` and ``DistributedDataParallel`` arguments.
+    """
+
+    def __init__(
+        self,
+        comm_hook: CommHook | None = None,
+        compress_wrapper: CompressWrapper | None = None,
+        powersgd: dict | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.comm_hook = comm_hook
+        self.compress_wrapper = compress_wrapper
+        self.powersgd = dict(powersgd or {})
+        self.comm_stats = CommStats() if comm_hook else None
+
+    def setup(self, trainer) -> None:
+        if self._ddp_kwargs.get("static_graph") and trainer.accumulate_grad_batches > 1:
+            # PyTorch issue 143580: no_sync under a static graph can skip the all-reduce.
+            raise ConfigError(
+                "strategy.static_graph=true with trainer.accumulate_grad_batches > 1 can skip "
+                "gradient synchronisation silently: set strategy.static_graph=false"
+            )
+        super().setup(trainer)
+
+    def _register_ddp_hooks(self) -> None:
+        super()._register_ddp_hooks()  # Lightning's own ddp_comm_hook argument, CUDA only
+        if self.comm_hook is None:
+            return
+        assert isinstance(self.model, DistributedDataParallel)
+        state, hook = build_comm_hook(
+            self.comm_hook,
+            self.compress_wrapper,
+            self.powersgd,
+            self.comm_stats,
+            one_bucket_at_a_time="powersgd" in self.comm_hook and dist.get_backend() == "gloo",
+        )
+        self.model.register_comm_hook(state, hook)
+        self.comm_state = state  # PowerSGD's iteration counter lives here
