@@ -165,20 +165,44 @@ def test_ijepa_without_imagenet_stops_at_once_naming_data_root(tmp_path, monkeyp
     assert_one_clear_line(err, "imagenet", "data.root")
 
 
-def test_multirun_with_spawned_ddp_ranks_is_refused(tmp_path, monkeypatch, capfd):
-    """Lightning would re-run the whole sweep in each child rank; refuse before any spawn."""
-    argv = [
-        "train.py",
-        "-m",
-        *FAST,
-        f"paths.log_dir={tmp_path / 'logs'}",
-        "seed=1,2",
-        "trainer.accelerator=cpu",
-        "trainer.devices=2",
-        "strategy=ddp",
-    ]
+def test_multirun_under_torchrun_is_refused(tmp_path, monkeypatch, capfd):
+    """Under torchrun every process would run the sweep on its own; refuse before training."""
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
+    argv = ["train.py", "-m", *FAST, f"paths.log_dir={tmp_path / 'logs'}", "seed=1,2"]
     code = run_in_process(trainlab.train.main, argv, monkeypatch)
     err = capfd.readouterr().err
     assert code == 2
     assert_one_clear_line(err, "multirun", "torchrun")
     assert not list((tmp_path / "logs").rglob("metrics.json"))
+
+
+@pytest.mark.parametrize(
+    "overrides, needles",
+    [
+        (["trainer.accelerator=cpu", "trainer.devices=999"], ["trainer.devices=999", "cores"]),
+        (["trainer.accelerator=gpu"], ["GPU", "trainer.accelerator=cpu"]),
+        (["trainer.accelerator=cpu", "trainer.precision=16-mixed"], ["16-mixed", "bf16-mixed"]),
+        (["trainer.num_nodes=2"], ["num_nodes=2", "torchrun"]),
+        (
+            ["strategy=ddp", "strategy.static_graph=true", "trainer.accumulate_grad_batches=2"],
+            ["static_graph", "accumulate_grad_batches"],
+        ),
+        (["strategy=ddp_powersgd", "strategy.comm_hook=batched_powersgd"], ["batched_powersgd"]),
+        (
+            ["strategy=ddp_powersgd", "strategy.powersgd.start_powerSGD_iter=1"],
+            ["start_powerSGD_iter"],
+        ),
+        (["strategy=ddp_fp16_compress", "strategy.compress_wrapper=bf16"], ["compress_wrapper"]),
+        (["strategy=fsdp", "+strategy.comm_hook=powersgd"], ["strategy.comm_hook"]),
+    ],
+)
+def test_launch_combinations_that_cannot_work_are_refused(
+    tmp_path, monkeypatch, capfd, overrides, needles
+):
+    """Refused before any process starts or any run dir is written: one line, exit 2."""
+    if "trainer.accelerator=gpu" in overrides:
+        monkeypatch.setattr("torch.cuda.device_count", lambda: 0)
+    code, err = run_train(tmp_path, monkeypatch, capfd, "run_name=bad", *overrides)
+    assert code == 2, err[-2000:]
+    assert_one_clear_line(err, *needles)
+    assert not list((tmp_path / "logs").rglob("checkpoints"))

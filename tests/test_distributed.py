@@ -1,28 +1,93 @@
-"""I-JEPA under DDP on 2 CPU (gloo) processes, launched by Lightning from train.py.
-
-One run (about 30 s, mostly start-up) checks several things at once: the job finishes,
-both ranks end with identical encoder, predictor, target encoder and probe weights, the
-online evaluation (features gathered across ranks) is logged, and only rank 0 writes.
-"""
+"""Distributed training on 2 CPU (gloo) processes. Each test is one 2-process job (most of
+its time is start-up), so each checks several things at once."""
 
 import json
+import subprocess
+import sys
 
-from conftest import run_cli
+import pytest
+import torch
+from conftest import FAST, ROOT, compose_cfg, run_cli
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+from torchmetrics.classification import MulticlassAccuracy
+
+from trainlab.modules.classifier import Classifier
+
+RANK_CONSISTENCY = (
+    "+callbacks.rank_consistency._target_=trainlab.callbacks.rank_consistency.RankConsistency"
+)
+TWO_CPU_RANKS = ["trainer.accelerator=cpu", "trainer.devices=2"]
 
 
-def test_ijepa_ddp_two_cpu_processes(tmp_path):
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory):
+    """tests/ddp_harness.py: several Trainers in one 2-rank job; one report per rank."""
+    out = tmp_path_factory.mktemp("harness")
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "ddp_harness.py"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=out,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+
+
+def test_each_rank_sees_a_disjoint_shard_reshuffled_every_epoch(harness):
+    (seen0, seen1) = (report["seen"] for report in harness)
+    for epoch in ("0", "1"):
+        assert not set(seen0[epoch]) & set(seen1[epoch])
+        assert sorted(seen0[epoch] + seen1[epoch]) == list(range(40))
+    assert seen0["0"] != seen0["1"]  # a new order every epoch
+    assert set(seen0["0"]) != set(seen0["1"])  # and a new split of the samples
+
+
+def test_two_ranks_with_accumulation_update_like_one_big_batch(harness):
+    # 2 ranks x batch 8 x accumulate 2 against 1 process x batch 32, one SGD step.
+    for report in harness:
+        assert report["accumulation_diff"] < 1e-6, report["accumulation_diff"]
+
+
+@pytest.mark.parametrize("hook", ["fp16_compress", "bf16_compress", "powersgd"])
+def test_comm_hooks_run_on_gloo_and_report_their_savings(harness, hook):
+    for report in harness:
+        stats = report[hook]
+        assert stats["calls"] > stats["steps"] > 0  # ran, on several buckets per step
+        assert stats["last_loss"] < 0.2 * stats["first_loss"]
+        if hook == "powersgd":
+            assert stats["iter"] == stats["steps"]  # PowerSGD's own counter advanced
+            assert stats["compression_rate"] > 2
+        else:
+            assert stats["compression_rate"] == pytest.approx(2.0)
+
+
+def test_fsdp_trains_exactly_like_ddp(harness):
+    for report in harness:
+        assert report["fsdp_losses"] == pytest.approx(report["ddp_losses"], abs=1e-6)
+        assert report["fsdp_vs_ddp_diff"] < 1e-6
+
+
+def test_ijepa_ddp_powersgd_bf16_accumulation_from_train_py(tmp_path):
+    """I-JEPA from train.py: PowerSGD on several buckets under bf16-mixed with accumulation
+    trains (the loss falls), compresses, and leaves every rank with identical weights."""
     result = run_cli(
         "train.py",
-        "trainer.accelerator=cpu",
-        "trainer.devices=2",
-        "strategy=ddp",
-        "trainer.max_epochs=2",
-        "trainer.limit_train_batches=4",
+        *TWO_CPU_RANKS,
+        "strategy=ddp_powersgd",
+        "strategy.powersgd.start_powerSGD_iter=2",
+        "strategy.bucket_cap_mb=1",  # several buckets (the case that aborted gloo)
+        "trainer.precision=bf16-mixed",
+        "trainer.accumulate_grad_batches=2",
+        "trainer.max_epochs=3",
+        "trainer.limit_train_batches=8",
         "trainer.limit_val_batches=3",
         "trainer.limit_test_batches=2",
+        "trainer.log_every_n_steps=1",
         "model.encoder.depth=2",
         "extras.print_config=false",
-        "+callbacks.rank_consistency._target_=trainlab.callbacks.rank_consistency.RankConsistency",
+        RANK_CONSISTENCY,
         f"paths.log_dir={tmp_path}",
         "run_name=ddp",
         cwd=tmp_path,
@@ -33,12 +98,109 @@ def test_ijepa_ddp_two_cpu_processes(tmp_path):
     report = json.loads((run_dir / "rank_consistency.json").read_text())
     assert report["world_size"] == 2 and report["consistent"], report
     assert {"encoder", "target_encoder", "predictor", "online"} <= set(report["checksums"])
-    results = json.loads((run_dir / "metrics.json").read_text())
-    assert results["run"]["world_size"] == 2
-    assert results["run"]["global_batch_size"] == 2 * results["run"]["batch_size_per_device"]
-    for key in ("val/probe_acc", "val/knn_acc", "val/rankme", "test/probe_acc", "train/loss"):
-        assert key in results["metrics"], key
     # The EMA target moved away from its initial copy on both ranks alike.
     assert report["checksums"]["target_encoder"][0] != report["checksums"]["encoder"][0]
-    # Child ranks made no run dirs of their own.
+    results = json.loads((run_dir / "metrics.json").read_text())
+    run, metrics = results["run"], results["metrics"]
+    assert run["world_size"] == 2 and run["accumulate_grad_batches"] == 2
+    assert run["global_batch_size"] == 4 * run["batch_size_per_device"]
+    assert metrics["comm/compression_rate"] > 2
+    assert metrics["comm/powersgd_iter"] == 12  # 3 epochs x 8 batches / 2 accumulation
+    for key in ("val/probe_acc", "val/knn_acc", "val/rankme", "test/probe_acc"):
+        assert key in metrics, key
+    steps = [
+        float(row["train/loss_step"])
+        for row in _csv_rows(run_dir)
+        if row.get("train/loss_step") not in (None, "")
+    ]
+    assert len(steps) == 12 and sum(steps[-3:]) < sum(steps[:3]), steps
     assert [p.name for p in (tmp_path / "train" / "runs").iterdir()] == ["ddp"]
+
+
+def _csv_rows(run_dir):
+    import csv
+
+    (path,) = run_dir.rglob("metrics.csv")
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_ddp_validation_metric_equals_the_whole_validation_set(tmp_path):
+    """Evaluation is not padded across ranks: val/acc logged by 2 ranks is the accuracy
+    over every validation sample exactly once (an odd count, so padding would show)."""
+    overrides = ["experiment=digits_classifier", "data.val_fraction=0.101"]
+    cfg = compose_cfg(tmp_path / "compose", overrides)
+    datamodule = instantiate(cfg.data)
+    datamodule.setup("fit")
+    n_val = len(datamodule.val_set)
+    assert n_val % 2 == 1, n_val
+    result = run_cli(
+        "train.py",
+        *overrides,
+        *TWO_CPU_RANKS,
+        "strategy=ddp",
+        "trainer.max_epochs=2",  # enough to leave chance, so one duplicate would show
+        "extras.print_config=false",
+        "test=false",
+        f"paths.log_dir={tmp_path}",
+        "run_name=probe",
+        cwd=tmp_path,
+        timeout=400,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = tmp_path / "train" / "runs" / "probe"
+    logged = json.loads((run_dir / "metrics.json").read_text())["metrics"]
+
+    last = run_dir / "checkpoints" / "last.ckpt"
+    # last.ckpt is the last epoch's (here val/acc fell in epoch 2, so Lightning 2.6's own
+    # save_last would have left the epoch-1 weights there).
+    assert torch.load(last, weights_only=True)["epoch"] == 1
+    model = Classifier.load_from_checkpoint(
+        last, net=instantiate(cfg.model.net), optimizer=None
+    ).eval()
+    accuracy = MulticlassAccuracy(cfg.model.num_classes)
+    count, loss_sum = 0, 0.0
+    with torch.no_grad():
+        for x, y in datamodule.val_dataloader():
+            logits = model(x)
+            accuracy.update(logits, y)
+            loss_sum += torch.nn.functional.cross_entropy(logits, y, reduction="sum").item()
+            count += len(y)
+    assert count == n_val
+    assert logged["val/acc"] == pytest.approx(float(accuracy.compute()), abs=1e-6)
+    # The mean loss moves with any repeated sample (accuracy may not).
+    assert logged["val/loss"] == pytest.approx(loss_sum / count, abs=1e-5)
+    saved = OmegaConf.load(run_dir / "config.yaml")
+    assert saved.data.val_fraction == 0.101
+
+
+def test_multirun_with_ddp_runs_every_job_on_two_ranks(tmp_path):
+    """The issue's command: each job gets 2 ranks started from its own composed config,
+    its own run dir, the same weights on both ranks; no extra dirs, no leftover processes."""
+    result = run_cli(
+        "train.py",
+        "-m",
+        "experiment=ijepa_digits",
+        "model.optimizer.lr=1e-3,3e-4",
+        *TWO_CPU_RANKS,
+        *FAST,
+        "model.encoder.depth=2",
+        RANK_CONSISTENCY,
+        f"paths.log_dir={tmp_path}",
+        cwd=tmp_path,
+        timeout=500,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (sweep,) = (tmp_path / "train" / "multiruns").iterdir()
+    jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
+    assert [p.name for p in jobs] == ["0", "1"]
+    assert not (tmp_path / "train" / "runs").exists()
+    for job, lr in zip(jobs, (1e-3, 3e-4), strict=True):
+        assert OmegaConf.load(job / ".rank_config.yaml").model.optimizer.lr == lr
+        assert json.loads((job / "metrics.json").read_text())["run"]["world_size"] == 2
+        report = json.loads((job / "rank_consistency.json").read_text())
+        assert report["world_size"] == 2 and report["consistent"], report
+    leftover = subprocess.run(
+        ["pgrep", "-f", f"trainlab.distributed.rank {tmp_path}"], capture_output=True
+    )
+    assert leftover.returncode == 1, leftover.stdout  # pgrep: no process matched

@@ -52,7 +52,6 @@ def train(cfg: DictConfig) -> float | None:
     """Fit (and test) the configured model; return ``cfg.optimized_metric`` for sweepers."""
     start = time.monotonic()
     check_config(cfg)
-    check_launch(cfg)
     refuse_multirun_under_torchrun()
     run_dir = Path(cfg.paths.output_dir)
     last_ckpt = run_dir / "checkpoints" / "last.ckpt"
@@ -69,6 +68,7 @@ def train(cfg: DictConfig) -> float | None:
 
     datamodule = hydra.utils.instantiate(cfg.data)
     datamodule.check()  # before the model: a missing data set costs one line, not minutes
+    check_launch(cfg)  # before any process starts: devices, precision, strategy, comm hook
     stats = RunStats()
     callbacks = [*instantiate_callbacks(cfg.get("callbacks")), stats]
     loggers = instantiate_loggers(cfg.get("logger"), run_dir)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import lightning as L
 import torch
+from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
 from torch.utils.data import DataLoader, Dataset, random_split
 
 from trainlab.data.transforms import build_transform
@@ -114,10 +115,17 @@ class ImageDataModule(L.LightningDataModule):
         return train, val
 
     def _loader(self, dataset: Dataset, train: bool) -> DataLoader:
+        sampler = None
+        if not train and self.trainer is not None and self.trainer.world_size > 1:
+            # Lightning's default DistributedSampler pads ranks to equal length with repeated
+            # samples, so val/test metrics would count some samples twice. This one doesn't.
+            kwargs = self.trainer.strategy.distributed_sampler_kwargs
+            sampler = UnrepeatedDistributedSampler(dataset, shuffle=False, **kwargs)
         return DataLoader(
             dataset,
             batch_size=self.batch_size if train else self.eval_batch_size,
             shuffle=train,
+            sampler=sampler,
             drop_last=train and self.drop_last,
             num_workers=self.num_workers,
             pin_memory=self.pin_memory,

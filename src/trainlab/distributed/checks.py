@@ -83,6 +83,12 @@ def check_launch(cfg: DictConfig) -> None:
             "gradient synchronisation silently: set strategy.static_graph=false"
         )
     hook = strategy.get("comm_hook")
+    ddp = strategy.get("_target_", "").endswith("DDPStrategy")
+    if not ddp and any(strategy.get(k) for k in ("comm_hook", "compress_wrapper", "powersgd")):
+        raise ConfigError(
+            f"strategy.comm_hook={hook} needs DDP, not {strategy.get('_target_', 'auto')}: "
+            "use strategy=ddp_powersgd (or ddp_fp16_compress / ddp_bf16_compress)"
+        )
     if hook == "batched_powersgd":
         # torch 2.14.1: batched_powerSGD_hook passes a 2-D matrix to _orthogonalize, which
         # asserts a 3-D batch; it fails on the first compressed step on every backend.

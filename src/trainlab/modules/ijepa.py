@@ -123,7 +123,10 @@ class IJEPA(L.LightningModule):
             self.log(f"{stage}/knn_acc", self.online.knn_acc)
         seen = self.online.take_seen()
         if seen is not None:
-            gathered = self.all_gather(seen).reshape(-1, seen.shape[-1])
+            # Ranks may hold one sample more or less (evaluation is not padded); all_gather
+            # needs equal shapes, so every rank contributes the smallest count.
+            n = int(self.all_gather(torch.tensor(len(seen), device=seen.device)).min())
+            gathered = self.all_gather(seen[:n]).reshape(-1, seen.shape[-1])
             for name, value in self.online.collapse_stats(gathered).items():
                 self.log(f"{stage}/{name}", value)
 
