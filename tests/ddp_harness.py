@@ -7,6 +7,7 @@ what it saw to OUT_DIR/rank<N>.json; tests/test_distributed.py asserts on it.
 
 import json
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import lightning as L
@@ -41,7 +42,7 @@ class Regression(L.LightningModule):
         super().__init__()
         torch.manual_seed(seed)
         sizes = [width] + [hidden] * layers
-        hidden_layers = [m for a, b in zip(sizes, sizes[1:]) for m in (nn.Linear(a, b), nn.Tanh())]
+        hidden_layers = [m for a, b in pairwise(sizes) for m in (nn.Linear(a, b), nn.Tanh())]
         self.net = nn.Sequential(*hidden_layers, nn.Linear(hidden, 1))
         self.block = Block(width, num_heads=2) if transformer else None
         self.lr, self.seen, self.losses = lr, {}, []

@@ -2,6 +2,7 @@
 its time is start-up), so each checks several things at once."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -204,3 +205,40 @@ def test_multirun_with_ddp_runs_every_job_on_two_ranks(tmp_path):
         ["pgrep", "-f", f"trainlab.distributed.rank {tmp_path}"], capture_output=True
     )
     assert leftover.returncode == 1, leftover.stdout  # pgrep: no process matched
+
+
+def test_torchrun_script_with_fsdp(tmp_path):
+    """scripts/torchrun.sh starts 2 CPU ranks that share one run dir; FSDP from train.py
+    trains, evaluates and writes one full checkpoint that loads with weights_only=True."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = subprocess.run(
+        [
+            str(ROOT / "scripts" / "torchrun.sh"),
+            "experiment=digits_classifier",
+            "trainer.accelerator=cpu",
+            "strategy=fsdp",
+            *FAST,
+            f"paths.log_dir={tmp_path}",
+            "run_name=tr",
+        ],
+        env={
+            **os.environ,
+            "NPROC_PER_NODE": "2",
+            "MASTER_PORT": str(port),
+            "PYTHON": sys.executable,
+        },
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [p.name for p in (tmp_path / "train" / "runs").iterdir()] == ["tr"]
+    run_dir = tmp_path / "train" / "runs" / "tr"
+    results = json.loads((run_dir / "metrics.json").read_text())
+    assert results["run"]["world_size"] == 2 and "test/acc" in results["metrics"]
+    state = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    assert all(type(t) is torch.Tensor for t in state.values())  # gathered, not sharded

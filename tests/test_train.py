@@ -6,6 +6,7 @@ from pathlib import Path
 
 import hydra
 import pytest
+import torch
 from conftest import EXPERIMENTS, FAST, ROOT, compose_cfg, run_cli
 
 from trainlab.eval import evaluate
@@ -170,3 +171,22 @@ def test_resume_continues_the_run_in_its_own_dir(tmp_path, monkeypatch, capfd):
     assert last["global_step"] == 6 and last["epoch"] == 1  # 3 steps, then 3 more
     assert (run_dir / "config.yaml").read_text() == config
     assert "resume=true" in (run_dir / "resumes.txt").read_text()
+
+
+@pytest.mark.slow
+def test_compile_trains_and_keeps_checkpoint_keys(tmp_path):
+    """compile=true compiles the networks in place: training runs and the checkpoint keys
+    are the plain ones (torch.compile(net) would prefix them with _orig_mod.)."""
+    result = run_cli(
+        "train.py",
+        "experiment=digits_classifier",
+        "compile=true",
+        *FAST,
+        f"paths.log_dir={tmp_path}",
+        "run_name=compiled",
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    ckpt = tmp_path / "train" / "runs" / "compiled" / "checkpoints" / "last.ckpt"
+    keys = torch.load(ckpt, weights_only=True)["state_dict"]
+    assert keys and not any("_orig_mod" in k for k in keys)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import hydra
 import lightning as L
+import torchmetrics
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
@@ -16,7 +17,7 @@ from trainlab.callbacks.run_stats import RunStats
 from trainlab.distributed.checks import check_launch
 from trainlab.distributed.launcher import launch_ranks_from_config
 from trainlab.utils import run_dir as rundir
-from trainlab.utils.batch import per_device_batch
+from trainlab.utils.batch import per_device_batch, scale_learning_rates
 from trainlab.utils.config_checks import check_config
 from trainlab.utils.console import print_config_tree, print_summary
 from trainlab.utils.errors import ConfigError
@@ -86,12 +87,21 @@ def train(cfg: DictConfig) -> float | None:
             datamodule.global_batch_size, trainer.world_size, trainer.accumulate_grad_batches
         )
     facts = batch_facts(trainer, datamodule.batch_size)
+    lr_factor = scale_learning_rates(cfg, facts["global_batch_size"])
     log.info(
         f"batch: {facts['batch_size_per_device']} per device x {facts['world_size']} "
         f"device(s) x {facts['accumulate_grad_batches']} accumulation = "
-        f"{facts['global_batch_size']} per optimizer step"
+        f"{facts['global_batch_size']} per optimizer step; learning rates x{lr_factor:.4g} "
+        f"(lr_scaling.rule={OmegaConf.select(cfg, 'lr_scaling.rule', default='none')})"
     )
     model = hydra.utils.instantiate(cfg.model)
+    if cfg.get("compile"):
+        # The networks, in place: compiling the LightningModule itself would trace into
+        # Lightning's logging, torch.compile(net) would rename state_dict keys, and
+        # torchmetrics objects do not compile.
+        for network in model.children():
+            if not isinstance(network, torchmetrics.Metric):
+                network.compile()
     for logger in loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
 
@@ -119,6 +129,7 @@ def train(cfg: DictConfig) -> float | None:
             "wall_seconds": round(time.monotonic() - start, 2),
             **stats.summary(),
             **batch_facts(trainer, datamodule.batch_size),
+            "lr_scale": lr_factor,
             "devices": [
                 str(d)
                 for d in getattr(trainer.strategy, "parallel_devices", None)

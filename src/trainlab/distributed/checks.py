@@ -76,7 +76,12 @@ def check_launch(cfg: DictConfig) -> None:
             "command with scripts/torchrun.sh or scripts/slurm.sbatch on every node"
         )
 
-    if strategy.get("static_graph") and accumulate > 1:
+    schedules = [
+        c
+        for c in (cfg.get("callbacks") or {}).values()
+        if c and str(c.get("_target_", "")).endswith("GradientAccumulationScheduler")
+    ]
+    if strategy.get("static_graph") and (accumulate > 1 or schedules):
         # PyTorch issue 143580: no_sync under a static graph can skip the all-reduce.
         raise ConfigError(
             "strategy.static_graph=true with trainer.accumulate_grad_batches > 1 can skip "

@@ -1,4 +1,6 @@
-"""Batch accounting: the per-device batch from a global batch, devices, nodes and accumulation."""
+"""Batch accounting: the per-device batch from a global batch, and LR scaling with it."""
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from trainlab.utils.errors import ConfigError
 
@@ -13,3 +15,28 @@ def per_device_batch(global_batch_size: int, world_size: int, accumulate: int) -
             f"or set data.global_batch_size=null and data.batch_size per device"
         )
     return global_batch_size // per_step
+
+
+LR_RULES = ("none", "linear", "sqrt")
+
+
+def scale_learning_rates(cfg: DictConfig, global_batch_size: int) -> float:
+    """Multiply every learning rate named in ``cfg.lr_scaling.keys`` (numbers or lists) by
+    (global batch / reference batch) for ``linear``, or its square root for ``sqrt``.
+
+    Runs before the model is built, on every rank alike; returns the factor applied.
+    """
+    scaling = cfg.get("lr_scaling") or {"rule": "none"}
+    rule = scaling.get("rule", "none")
+    if rule not in LR_RULES:
+        raise ConfigError(f"lr_scaling.rule={rule!r} is not one of {', '.join(LR_RULES)}")
+    ratio = global_batch_size / scaling.get("reference_batch", global_batch_size)
+    factor = {"none": 1.0, "linear": ratio, "sqrt": ratio**0.5}[rule]
+    if factor != 1.0:
+        for key in scaling.get("keys", []):
+            value = OmegaConf.select(cfg, key)
+            if isinstance(value, ListConfig):
+                OmegaConf.update(cfg, key, [v * factor for v in value])
+            elif value is not None:
+                OmegaConf.update(cfg, key, value * factor)
+    return factor

@@ -1,0 +1,32 @@
+"""Batch accounting: per-device batch from a global batch, and LR scaling with the batch."""
+
+import pytest
+
+from trainlab.utils.batch import per_device_batch, scale_learning_rates
+from trainlab.utils.errors import ConfigError
+
+
+def test_global_batch_splits_over_devices_nodes_and_accumulation():
+    assert per_device_batch(2048, world_size=16, accumulate=1) == 128
+    assert per_device_batch(2048, world_size=8, accumulate=4) == 64
+    with pytest.raises(ConfigError, match="multiple of 24"):
+        per_device_batch(2048, world_size=6, accumulate=4)
+
+
+@pytest.mark.parametrize("rule, factor", [("none", 1.0), ("linear", 4.0), ("sqrt", 2.0)])
+def test_lr_scaling_rules_multiply_every_named_rate(cfg_factory, rule, factor):
+    cfg = cfg_factory(f"lr_scaling.rule={rule}", "lr_scaling.reference_batch=64")
+    ijepa_lr, probe_lr = list(cfg.model.lr), cfg.model.probe_lr
+    assert scale_learning_rates(cfg, global_batch_size=256) == factor
+    assert list(cfg.model.lr) == pytest.approx([v * factor for v in ijepa_lr])
+    assert cfg.model.probe_lr == pytest.approx(probe_lr * factor)
+
+    classifier = cfg_factory("experiment=digits_classifier", f"lr_scaling.rule={rule}")
+    lr = classifier.model.optimizer.lr
+    scale_learning_rates(classifier, global_batch_size=1024)  # reference 256
+    assert classifier.model.optimizer.lr == pytest.approx(lr * factor)
+
+
+def test_unknown_lr_scaling_rule_is_refused(cfg_factory):
+    with pytest.raises(ConfigError, match="lr_scaling.rule"):
+        scale_learning_rates(cfg_factory("lr_scaling.rule=cubic"), global_batch_size=64)
