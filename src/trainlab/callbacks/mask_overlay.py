@@ -1,12 +1,10 @@
 """A picture of I-JEPA's masks: validation images with the context and target blocks drawn over."""
 
-from pathlib import Path
-
 import torch
 from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
-from torchvision.utils import make_grid, save_image
+from torchvision.utils import make_grid
 
+from trainlab.callbacks.pictures import enlarge, publish
 from trainlab.data.masks import step_generator
 
 # Context in translucent blue; each target block in its own colour.
@@ -72,14 +70,5 @@ class MaskOverlay(Callback):
         picture = overlay(
             images, masks.context, masks.targets, encoder.grid, encoder.patch_embed.patch_size[0]
         )
-        scale = max(1, 96 // picture.shape[-1])  # small images (digits) enlarged to be seen
-        picture = picture.repeat_interleave(scale, 2).repeat_interleave(scale, 3)
-        grid = make_grid(picture, nrow=8, padding=2)
-        path = Path(trainer.default_root_dir) / self.dirname / "masks.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save_image(grid, path)
-        for logger in trainer.loggers:
-            if isinstance(logger, TensorBoardLogger):
-                logger.experiment.add_image("val/masks", grid, trainer.global_step)
-            elif isinstance(logger, WandbLogger):
-                logger.log_image("val/masks", [grid], step=trainer.global_step)
+        grid = make_grid(enlarge(picture), nrow=8, padding=2)
+        publish(trainer, "val/masks", grid, "masks.png", self.dirname)

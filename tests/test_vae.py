@@ -1,0 +1,158 @@
+"""The VAE: likelihoods normalise, shapes fit every size, the importance-weighted bound
+behaves as theory says, KL warm-up, pictures, a non-finite loss, and DDP training."""
+
+import json
+import math
+from functools import partial
+
+import pytest
+import torch
+from conftest import FAST, compose_cfg, run_cli, run_in_process
+from PIL import Image
+
+import trainlab.train
+from trainlab.models.likelihoods import Bernoulli, DiscretizedLogistic
+from trainlab.models.vae import MLPVAE, ConvVAE
+from trainlab.modules.vae import VAE
+from trainlab.train import train
+
+
+def test_discretized_logistic_is_a_distribution_over_256_values():
+    levels = torch.arange(256.0).view(256, 1, 1, 1) / 255  # every 8-bit value of one pixel
+    for mean, log_scale in [(0.0, -2.0), (0.7, -4.0), (-0.99, -1.0), (0.3, -6.5)]:
+        params = torch.tensor([mean, log_scale]).view(1, 2, 1, 1).expand(256, 2, 1, 1)
+        total = DiscretizedLogistic().log_prob(levels, params).exp().sum()
+        assert total.item() == pytest.approx(1.0, abs=1e-3), (mean, log_scale)
+
+
+def test_bernoulli_sums_to_one_and_binarises():
+    logits = torch.randn(1, 1, 1, 1).expand(2, 1, 1, 1)
+    both = torch.tensor([0.0, 1.0]).view(2, 1, 1, 1)
+    assert Bernoulli().log_prob(both, logits).exp().sum().item() == pytest.approx(1.0)
+    x = Bernoulli().prepare(torch.full((1000,), 0.3), torch.Generator().manual_seed(0))
+    assert set(x.unique().tolist()) == {0.0, 1.0} and abs(x.mean().item() - 0.3) < 0.05
+
+
+@pytest.mark.parametrize("size", [28, 32, 64])
+@pytest.mark.parametrize(
+    "chans, likelihood", [(1, "bernoulli"), (3, "discretized_logistic"), (3, "gaussian")]
+)
+def test_conv_vae_decodes_to_the_input_size(size, chans, likelihood):
+    net = ConvVAE(size, chans, latent_dim=8, widths=(8, 16, 16), likelihood=likelihood)
+    x = net.likelihood.prepare(torch.rand(2, chans, size, size))
+    mu, logvar = net.encode(x)
+    assert mu.shape == logvar.shape == (2, 8)
+    params = net.decode(mu)
+    assert params.shape == (2, chans * net.likelihood.params_per_channel, size, size)
+    assert torch.isfinite(net.likelihood.log_prob(x, params)).all()
+
+
+def make_vae(**kwargs):
+    torch.manual_seed(0)
+    net = MLPVAE(image_size=8, latent_dim=4, hidden=32)
+    return VAE(net, partial(torch.optim.Adam, lr=1e-3), **kwargs)
+
+
+def test_importance_weighting_tightens_the_bound():
+    """-log p(x) estimate with k samples: at most -ELBO, and lower at k=64 than at k=1."""
+    vae = make_vae()
+    x = vae.net.likelihood.prepare(torch.rand(32, 1, 8, 8), torch.Generator().manual_seed(1))
+    torch.manual_seed(2)
+    terms = vae.terms(x)
+    neg_elbo = (terms["rec"] + terms["kl_dims"].sum(1)).mean()
+    torch.manual_seed(3)
+    nll_1 = vae.importance_weighted_nll(x, k=1).mean()
+    torch.manual_seed(3)
+    nll_64 = vae.importance_weighted_nll(x, k=64).mean()
+    assert nll_64 < nll_1
+    assert nll_64 <= neg_elbo
+    assert abs(nll_1 - neg_elbo) < 0.05 * neg_elbo  # k=1 is a one-sample ELBO estimate
+
+
+def test_kl_warmup_reaches_beta_at_the_configured_step():
+    vae = make_vae(beta=0.5, kl_warmup_steps=100)
+    weights = [vae.kl_weight(step) for step in (0, 50, 99, 100, 1000)]
+    assert weights == pytest.approx([0.0, 0.25, 0.495, 0.5, 0.5])
+    assert make_vae(beta=2.0).kl_weight(0) == 2.0  # no warm-up
+
+
+def test_vae_digits_run_writes_pictures_and_honest_metrics(tmp_path):
+    cfg = compose_cfg(
+        tmp_path, ["experiment=vae_digits", *FAST, "model.kl_warmup_steps=2", "model.beta=0.5"]
+    )
+    train(cfg)
+    run_dir = tmp_path / "run"
+    for name in ("reconstructions.png", "samples.png"):
+        with Image.open(run_dir / "pictures" / name) as picture:
+            assert min(picture.size) >= 96 and len(set(picture.getdata())) > 2
+    metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
+    for key in ("val/elbo", "val/rec", "val/kl", "test/nll", "test/elbo"):
+        assert math.isfinite(metrics[key]), key
+    assert metrics["train/kl_weight"] == 0.5  # warmed up after 2 of its 3 steps
+    assert metrics["test/nll"] <= -metrics["test/elbo"]
+    assert "test/bpd" not in metrics  # binarised data: nats only
+
+
+def test_non_finite_loss_stops_with_one_line_and_keeps_the_last_checkpoint(
+    tmp_path, monkeypatch, capfd
+):
+    real_terms = VAE.terms
+
+    def poisoned(self, x):
+        terms = real_terms(self, x)
+        if self.training and self.global_step >= 3:
+            terms["kl_dims"] = terms["kl_dims"] * float("nan")
+        return terms
+
+    monkeypatch.setattr(VAE, "terms", poisoned)
+    argv = [
+        "train.py",
+        "experiment=vae_digits",
+        "trainer.max_epochs=3",
+        "trainer.limit_train_batches=3",
+        "trainer.limit_val_batches=1",
+        f"paths.log_dir={tmp_path}",
+        "run_name=nan",
+        "extras.print_config=false",
+    ]
+    code = run_in_process(trainlab.train.main, argv, monkeypatch)
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert code == 1 and len(lines) == 1, err[-2000:]
+    assert "non-finite loss at step 3" in lines[0] and "kl=nan" in lines[0]
+    last = tmp_path / "train" / "runs" / "nan" / "checkpoints" / "last.ckpt"
+    state = torch.load(last, weights_only=True)
+    assert state["global_step"] == 3
+    assert all(torch.isfinite(t).all() for t in state["state_dict"].values())
+
+
+def test_vae_ddp_bf16_accumulation_trains(tmp_path):
+    """2 gloo processes, bf16-mixed, accumulation 2: the VAE needs no distributed code."""
+    result = run_cli(
+        "train.py",
+        "experiment=vae_digits",
+        "trainer.accelerator=cpu",
+        "trainer.devices=2",
+        "trainer.precision=bf16-mixed",
+        "trainer.accumulate_grad_batches=2",
+        "trainer.max_epochs=2",
+        "trainer.log_every_n_steps=1",
+        "model.kl_warmup_steps=0",
+        "model.test_importance_samples=8",
+        "extras.print_config=false",
+        f"paths.log_dir={tmp_path}",
+        "run_name=vae_ddp",
+        cwd=tmp_path,
+        timeout=400,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = tmp_path / "train" / "runs" / "vae_ddp"
+    results = json.loads((run_dir / "metrics.json").read_text())
+    assert results["run"]["world_size"] == 2 and results["run"]["accumulate_grad_batches"] == 2
+    (csv_path,) = run_dir.rglob("metrics.csv")
+    import csv
+
+    with csv_path.open() as f:
+        losses = [float(r["train/loss"]) for r in csv.DictReader(f) if r.get("train/loss")]
+    assert len(losses) >= 10
+    assert sum(losses[-3:]) < 0.95 * sum(losses[:3]), losses
