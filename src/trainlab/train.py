@@ -8,7 +8,6 @@ from pathlib import Path
 
 import hydra
 import lightning as L
-import torchmetrics
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
@@ -96,11 +95,11 @@ def train(cfg: DictConfig) -> float | None:
     )
     model = hydra.utils.instantiate(cfg.model)
     if cfg.get("compile"):
-        # The networks, in place: compiling the LightningModule itself would trace into
-        # Lightning's logging, torch.compile(net) would rename state_dict keys, and
-        # torchmetrics objects do not compile.
+        # The networks (children with parameters), in place: compiling the LightningModule
+        # itself would trace into Lightning's logging, torch.compile(net) would rename
+        # state_dict keys, and metrics and batch transforms need no compiling.
         for network in model.children():
-            if not isinstance(network, torchmetrics.Metric):
+            if any(True for _ in network.parameters()):
                 network.compile()
     for logger in loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))

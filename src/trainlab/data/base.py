@@ -11,6 +11,7 @@ import torch
 from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
 from torch.utils.data import DataLoader, Dataset, random_split
 
+from trainlab.data.low_shot import class_balanced_subset
 from trainlab.data.transforms import build_transform
 from trainlab.utils.errors import DataError
 
@@ -57,6 +58,7 @@ class ImageDataModule(L.LightningDataModule):
         seed: int = 0,
         crop_scale: Sequence[float] | None = None,
         hflip: bool = False,
+        train_fraction: float = 1.0,
     ):
         super().__init__()
         self.root, self.image_size, self.in_chans = root, image_size, in_chans
@@ -69,6 +71,7 @@ class ImageDataModule(L.LightningDataModule):
         self.persistent_workers = persistent_workers and num_workers > 0
         self.drop_last, self.val_fraction, self.seed = drop_last, val_fraction, seed
         self.crop_scale, self.hflip = crop_scale, hflip
+        self.train_fraction = train_fraction  # < 1: a class-balanced low-shot subset
         self.train_set = self.val_set = self.test_set = None
 
     # -- to implement -------------------------------------------------------------------
@@ -95,6 +98,8 @@ class ImageDataModule(L.LightningDataModule):
         train, val, test = self.build_splits()
         if val is None:
             train, val = self._hold_out(train)
+        if self.train_fraction < 1:
+            train = class_balanced_subset(train, self.train_fraction, self.seed)
         for split, data in (("train", train), ("val", val), ("test", test)):
             if len(data) == 0:
                 raise DataError(f"the {split} split of {self.name} is empty: check data.root")

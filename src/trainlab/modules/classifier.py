@@ -1,4 +1,7 @@
-"""Supervised image classification: the template's simplest LightningModule."""
+"""Supervised image classification, also linear probing and fine-tuning of pre-trained
+encoders (with ``models.encoder_classifier.EncoderClassifier`` as the network)."""
+
+from functools import partial
 
 import lightning as L
 import torch
@@ -6,24 +9,61 @@ import torch.nn.functional as F
 from torch import nn
 from torchmetrics import MaxMetric, MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
+from torchvision.transforms import v2
+
+from trainlab.optim.param_groups import layer_decay_groups
+from trainlab.optim.schedules import warmup_cosine
 
 
 class Classifier(L.LightningModule):
-    """Cross-entropy on any backbone that maps images to logits.
+    """Cross-entropy on any network that maps images to logits.
 
     ``optimizer`` and ``scheduler`` are partials from the config (``_partial_: true``), so
     the module never parses config and any torch optimizer or scheduler plugs in.
+
+    Args:
+        label_smoothing: cross-entropy label smoothing.
+        mixup_alpha / cutmix_alpha: torchvision.transforms.v2 MixUp / CutMix on training
+            batches (one of the two per batch when both are on; 0 = off).
+        layer_decay: < 1 gives each layer of the network its own learning rate,
+            ``layer_decay ** (depth from the top)`` times the base rate; the network must
+            have ``layer_id(name)`` (``EncoderClassifier`` has).
+        warmup_epochs: > 0 uses linear warm-up then cosine decay to 0 per optimizer step
+            (instead of ``scheduler``).
+        init_from: a weights file for ``net.load_weights`` (pre-trained encoders).
     """
 
-    def __init__(self, net: nn.Module, num_classes: int, optimizer, scheduler=None):
+    def __init__(
+        self,
+        net: nn.Module,
+        num_classes: int,
+        optimizer,
+        scheduler=None,
+        label_smoothing: float = 0.0,
+        mixup_alpha: float = 0.0,
+        cutmix_alpha: float = 0.0,
+        layer_decay: float = 1.0,
+        warmup_epochs: float = 0.0,
+        init_from: str | None = None,
+    ):
         super().__init__()
         # Plain values only, so the checkpoint loads with torch.load(weights_only=True).
         self.save_hyperparameters(logger=False, ignore=["net", "optimizer", "scheduler"])
         self.make_optimizer, self.make_scheduler = optimizer, scheduler
         self.net = net
+        if init_from:
+            net.load_weights(init_from)
+        mixes = [
+            mix(alpha=alpha, num_classes=num_classes)
+            for mix, alpha in ((v2.MixUp, mixup_alpha), (v2.CutMix, cutmix_alpha))
+            if alpha > 0
+        ]
+        self.mix = v2.RandomChoice(mixes) if mixes else None
         self.train_acc = MulticlassAccuracy(num_classes)
         self.val_acc = MulticlassAccuracy(num_classes)
         self.test_acc = MulticlassAccuracy(num_classes)
+        top5 = partial(MulticlassAccuracy, num_classes, top_k=min(5, num_classes))
+        self.val_acc_top5, self.test_acc_top5 = top5(), top5()
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.val_acc_best = MaxMetric()
 
@@ -32,23 +72,29 @@ class Classifier(L.LightningModule):
 
     def training_step(self, batch, batch_idx):
         x, y = batch
+        targets = y
+        if self.mix is not None:
+            x, targets = self.mix(x, y)  # soft targets (B, classes)
         logits = self(x)
-        loss = F.cross_entropy(logits, y)
+        loss = F.cross_entropy(logits, targets, label_smoothing=self.hparams.label_smoothing)
         self.train_acc(logits, y)
         self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True)
         self.log("train/acc", self.train_acc, on_step=False, on_epoch=True)
         return loss
 
-    def _evaluate(self, batch, stage: str, acc, mean_loss):
+    def _evaluate(self, batch, stage: str):
         x, y = batch
         logits = self(x)
+        mean_loss = getattr(self, f"{stage}_loss")
         mean_loss(F.cross_entropy(logits, y), weight=len(y))
-        acc(logits, y)
         self.log(f"{stage}/loss", mean_loss, on_epoch=True, prog_bar=True)
-        self.log(f"{stage}/acc", acc, on_epoch=True, prog_bar=True)
+        for name in ("acc", "acc_top5"):
+            metric = getattr(self, f"{stage}_{name}")
+            metric(logits, y)
+            self.log(f"{stage}/{name}", metric, on_epoch=True, prog_bar=name == "acc")
 
     def validation_step(self, batch, batch_idx):
-        self._evaluate(batch, "val", self.val_acc, self.val_loss)
+        self._evaluate(batch, "val")
 
     def on_validation_epoch_end(self):
         if not self.trainer.sanity_checking:
@@ -56,13 +102,31 @@ class Classifier(L.LightningModule):
             self.log("val/acc_best", self.val_acc_best.compute())
 
     def test_step(self, batch, batch_idx):
-        self._evaluate(batch, "test", self.test_acc, self.test_loss)
+        self._evaluate(batch, "test")
+
+    def param_groups(self) -> list[dict] | list[nn.Parameter]:
+        """Trainable parameters only: a frozen encoder gets no optimizer state at all."""
+        if self.hparams.layer_decay < 1:
+            num_layers = max(self.net.layer_id(n) for n, _ in self.net.named_parameters())
+            return layer_decay_groups(
+                self.net, self.net.layer_id, num_layers, self.hparams.layer_decay
+            )
+        return [p for p in self.parameters() if p.requires_grad]
 
     def configure_optimizers(self):
-        optimizer = self.make_optimizer(params=self.parameters())
-        if self.make_scheduler is None:
+        groups = self.param_groups()
+        optimizer = self.make_optimizer(params=groups)
+        for group in optimizer.param_groups:
+            group["lr"] *= group.get("lr_scale", 1.0)
+        if self.hparams.warmup_epochs > 0:
+            total = self.trainer.estimated_stepping_batches
+            warmup = round(total * self.hparams.warmup_epochs / max(1, self.trainer.max_epochs))
+            schedule = partial(warmup_cosine, total=total, warmup=warmup, start=0, peak=1, final=0)
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+        elif self.make_scheduler is not None:
+            scheduler = self.make_scheduler(optimizer=optimizer)
+        else:
             return optimizer
-        scheduler = self.make_scheduler(optimizer=optimizer)
         return {
             "optimizer": optimizer,
             "lr_scheduler": {"scheduler": scheduler, "interval": "step"},

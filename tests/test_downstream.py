@@ -1,0 +1,162 @@
+"""Downstream evaluation: linear probe, fine-tuning with layer-wise LR decay, low-shot subsets."""
+
+import json
+from collections import Counter
+from functools import partial
+
+import lightning as L
+import pytest
+import torch
+from conftest import compose_cfg, run_cli
+from hydra.utils import instantiate
+from torch.utils.data import DataLoader, TensorDataset
+from torchmetrics.functional.classification import multiclass_accuracy
+
+from trainlab.data.low_shot import class_balanced_subset, labels_of
+from trainlab.models.encoder_classifier import EncoderClassifier
+from trainlab.models.vit import ViTEncoder
+from trainlab.modules.classifier import Classifier
+
+ENCODER = dict(img_size=16, patch_size=4, in_chans=1, size="vit_tiny", depth=4)
+
+
+def make_classifier(freeze=True, pooling="avg", **kwargs):
+    torch.manual_seed(0)
+    net = EncoderClassifier(
+        ViTEncoder(**ENCODER, drop_path_rate=0.1), 10, pooling=pooling, freeze_encoder=freeze
+    )
+    return Classifier(net, 10, partial(torch.optim.AdamW, lr=1e-2), **kwargs)
+
+
+def fit(model, steps=3):
+    g = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randn(32, 1, 16, 16, generator=g), torch.randint(0, 10, (32,)))
+    trainer = L.Trainer(
+        max_steps=steps,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+    )
+    trainer.fit(model, DataLoader(data, batch_size=8))
+    return trainer
+
+
+def test_frozen_encoder_is_bitwise_unchanged_and_gets_no_gradients():
+    model = make_classifier(freeze=True)
+    encoder_before = {k: v.clone() for k, v in model.net.encoder.state_dict().items()}
+    head_before = {k: v.clone() for k, v in model.net.head.state_dict().items()}
+    trainer = fit(model)
+    for key, value in model.net.encoder.state_dict().items():
+        assert torch.equal(value, encoder_before[key]), key
+    assert all(p.grad is None for p in model.net.encoder.parameters())
+    assert any(not torch.equal(v, head_before[k]) for k, v in model.net.head.state_dict().items())
+    optimized = {id(p) for g in trainer.optimizers[0].param_groups for p in g["params"]}
+    assert not optimized & {id(p) for p in model.net.encoder.parameters()}
+    assert not model.net.encoder.training  # drop path off while probing
+
+
+def test_fine_tuning_with_mixup_cutmix_and_label_smoothing_trains_every_layer():
+    model = make_classifier(freeze=False, mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1)
+    before = [p.clone() for p in model.net.encoder.blocks[0].parameters()]
+    fit(model, steps=2)
+    after = list(model.net.encoder.blocks[0].parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(after, before, strict=True))
+    assert model.net.encoder.training  # drop path on while fine-tuning
+
+
+def test_last_four_layers_concatenated_are_four_times_wider():
+    x = torch.randn(2, 1, 16, 16)
+    one = make_classifier(pooling="avg").net.eval()
+    four = make_classifier(pooling="avg_last4").net.eval()
+    assert one.features(x).shape == (2, 192)
+    assert four.features(x).shape == (2, 4 * 192)
+    # The last of the four slices is the last layer's pooled feature.
+    assert torch.allclose(four.features(x)[:, -192:], one.features(x), atol=1e-5)
+
+
+def test_layer_wise_lr_decay_gives_each_depth_its_rate():
+    model = make_classifier(freeze=False, layer_decay=0.5)
+    optimizer = model.configure_optimizers()
+    rates = {}
+    for group in optimizer.param_groups:
+        depth = int(group["name"].split("_")[0].removeprefix("layer"))
+        rates[depth] = group["lr"]
+        assert group["weight_decay"] == (0.0 if group["name"].endswith("no_decay") else 0.01)
+    depth = len(model.net.encoder.blocks) + 1  # 4 blocks: embeddings 0, blocks 1-4, head 5
+    assert rates == pytest.approx({d: 1e-2 * 0.5 ** (depth - d) for d in range(depth + 1)})
+
+
+def test_low_shot_subset_is_class_balanced_and_reproducible(cfg_factory):
+    datamodule = instantiate(cfg_factory("experiment=linear_probe").data)
+    train, _, _ = datamodule.build_splits()
+    labels = labels_of(train)
+    subset = class_balanced_subset(train, 0.1, seed=0)
+    counts, full = Counter(labels_of(subset).tolist()), Counter(labels.tolist())
+    assert set(counts) == set(full)
+    for label, n in full.items():
+        assert counts[label] == max(1, round(n * 0.1)), label
+    assert subset.indices == class_balanced_subset(train, 0.1, seed=0).indices
+    assert subset.indices != class_balanced_subset(train, 0.1, seed=1).indices
+    # Through the config, as users ask for it.
+    dm = instantiate(cfg_factory("experiment=linear_probe", "data.train_fraction=0.01").data)
+    dm.setup("fit")
+    assert len(Counter(labels_of(dm.train_set.dataset).tolist())) == 10
+    assert len(dm.train_set) < 0.02 * len(labels)
+
+
+def test_probe_loads_the_chosen_encoder_of_a_pretraining_checkpoint(tmp_path):
+    cfg = compose_cfg(tmp_path, ["experiment=ijepa_digits"])
+    ijepa = instantiate(cfg.model)
+    with torch.no_grad():
+        for p in ijepa.target_encoder.parameters():
+            p.add_(1.0)  # make the two encoders differ
+    path = tmp_path / "pretrained.ckpt"
+    torch.save({"state_dict": ijepa.state_dict()}, path)
+    probe_cfg = compose_cfg(tmp_path, ["experiment=linear_probe", f"model.init_from={path}"])
+    probe = instantiate(probe_cfg.model)
+    for name in ("target_encoder", "encoder"):
+        net = instantiate(probe_cfg.model.net, init_part=name)
+        net.load_weights(str(path))
+        expected = getattr(ijepa, name).state_dict()
+        assert all(torch.equal(v, expected[k]) for k, v in net.encoder.state_dict().items())
+    target = ijepa.target_encoder.state_dict()
+    assert all(torch.equal(v, target[k]) for k, v in probe.net.encoder.state_dict().items())
+
+
+def test_linear_probe_under_ddp_logs_the_whole_validation_set(tmp_path):
+    """2 ranks, frozen encoder: val/acc equals the accuracy over every validation image
+    (an odd number of them, so a padded duplicate would show)."""
+    overrides = ["experiment=linear_probe", "data.val_fraction=0.101"]
+    result = run_cli(
+        "train.py",
+        *overrides,
+        "trainer.accelerator=cpu",
+        "trainer.devices=2",
+        "trainer.max_epochs=3",
+        "model.warmup_epochs=0",
+        "test=false",
+        "extras.print_config=false",
+        f"paths.log_dir={tmp_path}",
+        "run_name=probe",
+        cwd=tmp_path,
+        timeout=400,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = tmp_path / "train" / "runs" / "probe"
+    logged = json.loads((run_dir / "metrics.json").read_text())["metrics"]
+    cfg = compose_cfg(tmp_path / "compose", overrides)
+    model = Classifier.load_from_checkpoint(
+        run_dir / "checkpoints" / "last.ckpt", net=instantiate(cfg.model.net), optimizer=None
+    ).eval()
+    datamodule = instantiate(cfg.data)
+    datamodule.setup("fit")
+    with torch.no_grad():
+        batches = [(model(x), y) for x, y in datamodule.val_dataloader()]
+    logits, labels = torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])
+    assert len(labels) % 2 == 1
+    whole = multiclass_accuracy(logits, labels, num_classes=10)  # macro, like the module's
+    assert logged["val/acc"] == pytest.approx(float(whole), abs=1e-6)
+    assert logged["val/acc"] > 0.3  # the head learned from a random frozen encoder
