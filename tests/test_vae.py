@@ -11,6 +11,7 @@ from conftest import FAST, compose_cfg, run_cli, run_in_process
 from PIL import Image
 
 import trainlab.train
+from trainlab.eval import evaluate
 from trainlab.models.likelihoods import Bernoulli, DiscretizedLogistic
 from trainlab.models.vae import MLPVAE, ConvVAE
 from trainlab.modules.vae import VAE
@@ -91,6 +92,12 @@ def test_vae_digits_run_writes_pictures_and_honest_metrics(tmp_path):
     assert metrics["train/kl_weight"] == 0.5  # warmed up after 2 of its 3 steps
     assert metrics["test/nll"] <= -metrics["test/elbo"]
     assert "test/bpd" not in metrics  # binarised data: nats only
+    # Evaluation is seeded (binarisation and importance samples): eval.py repeats it.
+    best = json.loads((run_dir / "metrics.json").read_text())["checkpoints"]["best"]
+    again = evaluate(
+        compose_cfg(tmp_path / "e", [f"ckpt_path={best}", "trainer.limit_test_batches=2"], "eval")
+    )
+    assert again["test/nll"] == pytest.approx(metrics["test/nll"], rel=1e-6)
 
 
 def test_non_finite_loss_stops_with_one_line_and_keeps_the_last_checkpoint(

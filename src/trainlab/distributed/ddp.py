@@ -12,7 +12,6 @@ from lightning.pytorch.strategies import DDPStrategy as LightningDDPStrategy
 from torch.nn.parallel import DistributedDataParallel
 
 from trainlab.distributed.comm_hooks import CommHook, CommStats, CompressWrapper, build_comm_hook
-from trainlab.utils.errors import ConfigError
 
 
 class DDPStrategy(LightningDDPStrategy):
@@ -37,15 +36,6 @@ class DDPStrategy(LightningDDPStrategy):
         self.compress_wrapper = compress_wrapper
         self.powersgd = dict(powersgd or {})
         self.comm_stats = CommStats() if comm_hook else None
-
-    def setup(self, trainer) -> None:
-        if self._ddp_kwargs.get("static_graph") and trainer.accumulate_grad_batches > 1:
-            # PyTorch issue 143580: no_sync under a static graph can skip the all-reduce.
-            raise ConfigError(
-                "strategy.static_graph=true with trainer.accumulate_grad_batches > 1 can skip "
-                "gradient synchronisation silently: set strategy.static_graph=false"
-            )
-        super().setup(trainer)
 
     def _register_ddp_hooks(self) -> None:
         super()._register_ddp_hooks()  # Lightning's own ddp_comm_hook argument, CUDA only

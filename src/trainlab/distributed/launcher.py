@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch.distributed as dist
 from lightning.fabric.strategies.launchers.subprocess_script import _launch_process_observer
+from lightning.fabric.utilities.distributed import _set_num_threads_if_needed
 from lightning.pytorch.strategies.launchers import _SubprocessScriptLauncher
 from omegaconf import DictConfig, OmegaConf
 
@@ -49,6 +50,7 @@ class ConfigLauncher(_SubprocessScriptLauncher):
         self.cluster_environment.validate_settings(self.num_processes, self.num_nodes)
         if not self.procs and not self.cluster_environment.creates_processes_externally:
             self._call_children_scripts()
+        _set_num_threads_if_needed(num_processes=self.num_processes)  # as Lightning does
         return function(*args, **kwargs)
 
     def finish(self, timeout: float = 120) -> None:

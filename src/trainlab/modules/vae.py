@@ -59,10 +59,11 @@ class VAE(L.LightningModule):
         mu, logvar = self.net.encode(x)
         return mu.float(), logvar.float().clamp(-30, 20)
 
-    def terms(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    def terms(self, x: torch.Tensor, generator: torch.Generator | None = None) -> dict:
         """Per-image reconstruction log-likelihood and KL(q || p) per latent dimension."""
         mu, logvar = self.posterior(x)
-        z = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar)
+        eps = torch.randn(mu.shape, generator=generator, device=mu.device)
+        z = mu + eps * torch.exp(0.5 * logvar)
         log_px = self.net.likelihood.log_prob(x, self.net.decode(z))
         kl_dims = 0.5 * (mu**2 + logvar.exp() - 1 - logvar)  # analytic, (B, latent)
         return {"rec": -log_px, "kl_dims": kl_dims}
@@ -101,7 +102,9 @@ class VAE(L.LightningModule):
         )
 
     @torch.no_grad()
-    def importance_weighted_nll(self, x: torch.Tensor, k: int, chunk: int = 50) -> torch.Tensor:
+    def importance_weighted_nll(
+        self, x: torch.Tensor, k: int, chunk: int = 50, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         """-log p(x) estimated with k importance samples from q(z | x), per image (nats).
 
         log p(x) >= log mean_k p(x, z_k) / q(z_k | x); k = 1 is the (sampled) ELBO and the
@@ -112,7 +115,7 @@ class VAE(L.LightningModule):
         log_w = []
         for start in range(0, k, chunk):
             n = min(chunk, k - start)
-            eps = torch.randn(n, *mu.shape, device=mu.device)
+            eps = torch.randn(n, *mu.shape, generator=generator, device=mu.device)
             z = mu + eps * std  # (n, B, latent)
             params = self.net.decode(z.flatten(0, 1))
             log_px = self.net.likelihood.log_prob(x.repeat(n, *[1] * (x.dim() - 1)), params)
@@ -123,12 +126,13 @@ class VAE(L.LightningModule):
 
     def _evaluate(self, batch, batch_idx: int, stage: str, k: int) -> None:
         generator = torch.Generator(batch[0].device).manual_seed(EVAL_SEED + batch_idx)
+        # Seeded per batch: evaluation (binarisation, noise, samples) repeats exactly.
         x = self.net.likelihood.prepare(batch[0], generator=generator)
-        terms = self.terms(x)
+        terms = self.terms(x, generator)
         rec, kl = terms["rec"], terms["kl_dims"].sum(1)
         values = {"elbo": -(rec + kl), "rec": rec, "kl": kl}
         if k:
-            values["nll"] = self.importance_weighted_nll(x, k)
+            values["nll"] = self.importance_weighted_nll(x, k, generator=generator)
         if self.net.likelihood.discrete_256:  # 8-bit data: bits per dimension
             values["bpd"] = values.get("nll", -values["elbo"]) / (self.net.dims * math.log(2))
         for name, value in values.items():
