@@ -105,8 +105,8 @@ def test_non_finite_loss_stops_with_one_line_and_keeps_the_last_checkpoint(
 ):
     real_terms = VAE.terms
 
-    def poisoned(self, x):
-        terms = real_terms(self, x)
+    def poisoned(self, x, generator=None):
+        terms = real_terms(self, x, generator)
         if self.training and self.global_step >= 3:
             terms["kl_dims"] = terms["kl_dims"] * float("nan")
         return terms
