@@ -3,6 +3,7 @@
 ``python train.py [overrides]`` at the repo root calls ``main`` here.
 """
 
+import os
 import time
 from pathlib import Path
 
@@ -36,8 +37,6 @@ CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 
 def refuse_multirun_under_torchrun() -> None:
     """Under torchrun every process would run the whole sweep and pick its own values."""
-    import os
-
     from hydra.types import RunMode
 
     multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
