@@ -20,6 +20,7 @@ def test_lr_scaling_rules_multiply_every_named_rate(cfg_factory, rule, factor):
     assert scale_learning_rates(cfg, global_batch_size=256) == factor
     assert list(cfg.model.lr) == pytest.approx([v * factor for v in ijepa_lr])
     assert cfg.model.probe_lr == pytest.approx(probe_lr * factor)
+    assert cfg.model.lr[1] == pytest.approx(cfg.model.optimizer.lr)  # peak scaled once
 
     classifier = cfg_factory("experiment=digits_classifier", f"lr_scaling.rule={rule}")
     lr = classifier.model.optimizer.lr
@@ -30,3 +31,14 @@ def test_lr_scaling_rules_multiply_every_named_rate(cfg_factory, rule, factor):
 def test_unknown_lr_scaling_rule_is_refused(cfg_factory):
     with pytest.raises(ConfigError, match="lr_scaling.rule"):
         scale_learning_rates(cfg_factory("lr_scaling.rule=cubic"), global_batch_size=64)
+
+
+def test_sweeping_model_optimizer_lr_moves_the_ijepa_peak(cfg_factory):
+    """The issue's sweep `model.optimizer.lr=1e-3,3e-4` must change I-JEPA's schedule."""
+    from hydra.utils import instantiate
+
+    peaks = []
+    for lr in (1e-3, 3e-4):
+        cfg = cfg_factory("experiment=ijepa_digits", f"model.optimizer.lr={lr}")
+        peaks.append(instantiate(cfg.model).hparams.lr[1])
+    assert peaks == pytest.approx([1e-3, 3e-4])

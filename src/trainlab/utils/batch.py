@@ -33,9 +33,12 @@ def scale_learning_rates(cfg: DictConfig, global_batch_size: int) -> float:
     ratio = global_batch_size / scaling.get("reference_batch", global_batch_size)
     factor = {"none": 1.0, "linear": ratio, "sqrt": ratio**0.5}[rule]
     if factor != 1.0:
-        for key in scaling.get("keys", []):
-            value = OmegaConf.select(cfg, key)
-            if isinstance(value, ListConfig):
+        # Read every rate first (resolving interpolations such as I-JEPA's peak LR, which
+        # points at model.optimizer.lr), then write: nothing is scaled twice.
+        values = {key: OmegaConf.select(cfg, key) for key in scaling.get("keys", [])}
+        values = {k: list(v) if isinstance(v, ListConfig) else v for k, v in values.items()}
+        for key, value in values.items():
+            if isinstance(value, list):
                 OmegaConf.update(cfg, key, [v * factor for v in value])
             elif value is not None:
                 OmegaConf.update(cfg, key, value * factor)
