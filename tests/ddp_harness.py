@@ -134,12 +134,21 @@ results = {}
 for name, strategy in [
     ("ddp", DDPStrategy()),
     ("fsdp", FSDPStrategy(shard_modules=["timm.models.vision_transformer.Block"])),
+    (
+        "fsdp_checkpointed",
+        FSDPStrategy(
+            shard_modules=["timm.models.vision_transformer.Block"],
+            activation_checkpointing=True,
+            reshard_after_forward=False,
+        ),
+    ),
 ]:
     model = Regression(transformer=True, seed=3)
     trainer(strategy, max_steps=3).fit(model, loader(4))
     results[name] = params(model)
     report[f"{name}_losses"] = model.losses
 report["fsdp_vs_ddp_diff"] = max_diff(results["ddp"], results["fsdp"])
+report["fsdp_checkpointed_vs_ddp_diff"] = max_diff(results["ddp"], results["fsdp_checkpointed"])
 
 OUT.mkdir(parents=True, exist_ok=True)
 (OUT / f"rank{report['rank']}.json").write_text(json.dumps(report))
