@@ -54,15 +54,15 @@ def main():
         for seed in args.seeds:
             pre = train(log_dir, f"pretrain{seed}", f"seed={seed}", *args.pretrain)
             ckpt = pre["checkpoints"]["last"]
-            for label, experiment, pretrained in ROWS:
+            for i, (label, experiment, pretrained, extra) in enumerate(ROWS):
                 init = f"model.init_from={ckpt}" if pretrained else "model.init_from=null"
-                name = f"{experiment}{'_pre' if pretrained else '_rand'}{seed}"
                 run = train(
                     log_dir,
-                    name,
+                    f"row{i}_seed{seed}",
                     f"experiment={experiment}",
                     init,
                     f"seed={seed}",
+                    *extra,
                     *args.downstream,
                 )
                 scores[label].append(run["metrics"]["test/acc"])
