@@ -159,8 +159,11 @@ def test_bad_precision_literal(tmp_path, monkeypatch, capfd, value):
     assert_one_clear_line(err, "trainer.precision", value)
 
 
-def test_ijepa_without_imagenet_stops_at_once_naming_data_root(tmp_path, monkeypatch, capfd):
-    code, err = run_train(tmp_path, monkeypatch, capfd, "experiment=ijepa")
+@pytest.mark.parametrize("experiment", ["ijepa", "linear_probe_in1k", "finetune_in1k"])
+def test_imagenet_experiments_without_imagenet_stop_at_once_naming_data_root(
+    tmp_path, monkeypatch, capfd, experiment
+):
+    code, err = run_train(tmp_path, monkeypatch, capfd, f"experiment={experiment}")
     assert code == 2
     assert_one_clear_line(err, "imagenet", "data.root")
 
