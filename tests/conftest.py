@@ -1,5 +1,6 @@
 """Shared fixtures: compose configs the way train.py does, run the CLIs in or out of process."""
 
+import csv
 import os
 import subprocess
 import sys
@@ -73,3 +74,10 @@ def run_in_process(main, argv: list[str], monkeypatch) -> int:
         return e.code if isinstance(e.code, int) else 1
     finally:
         GlobalHydra.instance().clear()
+
+
+def logged_series(run_dir: Path, key: str) -> list[float]:
+    """Every value the CSV logger wrote for ``key`` in a run dir, in step order."""
+    (path,) = run_dir.rglob("metrics.csv")
+    with path.open() as f:
+        return [float(row[key]) for row in csv.DictReader(f) if row.get(key)]

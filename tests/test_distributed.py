@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import torch
-from conftest import FAST, ROOT, compose_cfg, run_cli
+from conftest import FAST, ROOT, compose_cfg, logged_series, run_cli
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from torchmetrics.classification import MulticlassAccuracy
@@ -111,21 +111,9 @@ def test_ijepa_ddp_powersgd_bf16_accumulation_from_train_py(tmp_path):
     assert metrics["comm/powersgd_iter"] == 12  # 3 epochs x 8 batches / 2 accumulation
     for key in ("val/probe_acc", "val/knn_acc", "val/rankme", "test/probe_acc"):
         assert key in metrics, key
-    steps = [
-        float(row["train/loss_step"])
-        for row in _csv_rows(run_dir)
-        if row.get("train/loss_step") not in (None, "")
-    ]
+    steps = logged_series(run_dir, "train/loss_step")
     assert len(steps) == 12 and sum(steps[-3:]) < sum(steps[:3]), steps
     assert [p.name for p in (tmp_path / "train" / "runs").iterdir()] == ["ddp"]
-
-
-def _csv_rows(run_dir):
-    import csv
-
-    (path,) = run_dir.rglob("metrics.csv")
-    with path.open() as f:
-        return list(csv.DictReader(f))
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from functools import partial
 
 import pytest
 import torch
-from conftest import FAST, compose_cfg, run_cli, run_in_process
+from conftest import FAST, compose_cfg, logged_series, run_cli, run_in_process
 from PIL import Image
 
 import trainlab.train
@@ -156,10 +156,6 @@ def test_vae_ddp_bf16_accumulation_trains(tmp_path):
     run_dir = tmp_path / "train" / "runs" / "vae_ddp"
     results = json.loads((run_dir / "metrics.json").read_text())
     assert results["run"]["world_size"] == 2 and results["run"]["accumulate_grad_batches"] == 2
-    (csv_path,) = run_dir.rglob("metrics.csv")
-    import csv
-
-    with csv_path.open() as f:
-        losses = [float(r["train/loss"]) for r in csv.DictReader(f) if r.get("train/loss")]
+    losses = logged_series(run_dir, "train/loss")
     assert len(losses) >= 10
     assert sum(losses[-3:]) < 0.95 * sum(losses[:3]), losses
