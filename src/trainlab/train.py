@@ -4,16 +4,20 @@
 """
 
 import os
+import signal
+import sys
 import time
 from pathlib import Path
 
 import hydra
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from trainlab.callbacks.comm_stats import CommStatsLogger
 from trainlab.callbacks.run_stats import RunStats
+from trainlab.callbacks.seed_each_step import SeedEachStep
 from trainlab.distributed.checks import check_launch
 from trainlab.distributed.launcher import launch_ranks_from_config
 from trainlab.utils import run_dir as rundir
@@ -47,6 +51,22 @@ def refuse_multirun_under_torchrun() -> None:
         )
 
 
+def stop_after_signal(trainer: L.Trainer, run_dir: Path) -> None:
+    """Exit with 128 + signal, as a process killed by it would: launchers (torchrun, SLURM)
+    then restart or requeue the job instead of taking it for finished."""
+    noted = [getattr(c, "signal", None) for c in trainer.callbacks]
+    signum = next((s for s in noted if s), signal.SIGTERM)
+    if trainer.is_global_zero:
+        print(
+            f"stopped by {signum.name} at step {trainer.global_step}: saved "
+            f"{run_dir}/checkpoints/last.ckpt; continue with the same command plus "
+            f"run_name={run_dir.name} resume=true",
+            file=sys.stderr,
+            flush=True,
+        )
+    raise SystemExit(128 + signum)
+
+
 def train(cfg: DictConfig) -> float | None:
     """Fit (and test) the configured model; return ``cfg.optimized_metric`` for sweepers."""
     start = time.monotonic()
@@ -69,7 +89,8 @@ def train(cfg: DictConfig) -> float | None:
     datamodule.check()  # before the model: a missing data set costs one line, not minutes
     check_launch(cfg)  # before any process starts: devices, precision, strategy, comm hook
     stats = RunStats()
-    callbacks = [*instantiate_callbacks(cfg.get("callbacks")), stats]
+    # SeedEachStep always: without it a resumed run would draw other random numbers.
+    callbacks = [*instantiate_callbacks(cfg.get("callbacks")), stats, SeedEachStep()]
     loggers = instantiate_loggers(cfg.get("logger"), run_dir)
     trainer: L.Trainer = hydra.utils.instantiate(
         cfg.trainer,
@@ -107,7 +128,11 @@ def train(cfg: DictConfig) -> float | None:
         resume_from = str(last_ckpt) if cfg.get("resume") and last_ckpt.exists() else None
         if cfg.get("resume") and resume_from is None:
             log.info(f"no checkpoint at {last_ckpt}: starting fresh")
-        trainer.fit(model, datamodule=datamodule, ckpt_path=resume_from)
+        try:
+            # weights_only: a checkpoint restores tensors and plain values, never runs code.
+            trainer.fit(model, datamodule=datamodule, ckpt_path=resume_from, weights_only=True)
+        except SIGTERMException:  # pre-empted: InterruptionCheckpoint saved last.ckpt
+            stop_after_signal(trainer, run_dir)
         metrics = final_metrics(trainer)
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         if cfg.get("test"):

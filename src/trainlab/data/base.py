@@ -4,14 +4,17 @@ A data set subclass only says how to build its raw splits (``build_splits``); ba
 validation split, workers and transforms live here once.
 """
 
+import os
 from collections.abc import Sequence
 
 import lightning as L
 import torch
 from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
 from torch.utils.data import DataLoader, Dataset, random_split
+from torchdata.stateful_dataloader import StatefulDataLoader
 
 from trainlab.data.low_shot import class_balanced_subset
+from trainlab.data.sampler import SeededSampler
 from trainlab.data.transforms import build_transform
 from trainlab.utils.errors import DataError
 
@@ -29,9 +32,15 @@ class Transformed(Dataset):
     def __len__(self) -> int:
         return len(self.dataset)
 
-    def __getitem__(self, i):
-        image, label = self.dataset[i]
-        return self.transform(image), label
+    def __getitem__(self, key: int | tuple[int, int]):
+        if isinstance(key, int):
+            image, label = self.dataset[key]
+            return self.transform(image), label
+        index, seed = key  # from SeededSampler: the crop depends on this sample's seed only
+        image, label = self.dataset[index]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return self.transform(image), label
 
 
 class ImageDataModule(L.LightningDataModule):
@@ -119,23 +128,32 @@ class ImageDataModule(L.LightningDataModule):
         val, train = random_split(train, [n_val, len(train) - n_val], generator=generator)
         return train, val
 
+    def _sampler_kwargs(self) -> dict:
+        if self.trainer is not None and self.trainer.world_size > 1:
+            return self.trainer.strategy.distributed_sampler_kwargs
+        return {"num_replicas": 1, "rank": 0}
+
     def _loader(self, dataset: Dataset, train: bool) -> DataLoader:
-        sampler = None
-        if not train and self.trainer is not None and self.trainer.world_size > 1:
-            # Lightning's default DistributedSampler pads ranks to equal length with repeated
-            # samples, so val/test metrics would count some samples twice. This one doesn't.
-            kwargs = self.trainer.strategy.distributed_sampler_kwargs
-            sampler = UnrepeatedDistributedSampler(dataset, shuffle=False, **kwargs)
-        return DataLoader(
-            dataset,
-            batch_size=self.batch_size if train else self.eval_batch_size,
-            shuffle=train,
-            sampler=sampler,
-            drop_last=train and self.drop_last,
+        common = dict(
             num_workers=self.num_workers,
             pin_memory=self.pin_memory,
             persistent_workers=self.persistent_workers,
         )
+        if train:
+            # Stateful: Lightning saves the position inside the epoch in every checkpoint,
+            # so a mid-epoch resume continues with the next unseen batch.
+            # The run's seed (seed_everything exports it), as Lightning's own sampler uses.
+            seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
+            sampler = SeededSampler(dataset, shuffle=True, seed=seed, **self._sampler_kwargs())
+            return StatefulDataLoader(
+                dataset, self.batch_size, sampler=sampler, drop_last=self.drop_last, **common
+            )
+        sampler = None
+        if self.trainer is not None and self.trainer.world_size > 1:
+            # Lightning's default DistributedSampler pads ranks to equal length with repeated
+            # samples, so val/test metrics would count some samples twice. This one doesn't.
+            sampler = UnrepeatedDistributedSampler(dataset, shuffle=False, **self._sampler_kwargs())
+        return DataLoader(dataset, self.eval_batch_size, sampler=sampler, **common)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_set, train=True)

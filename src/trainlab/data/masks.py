@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from trainlab.utils.errors import ConfigError
+from trainlab.utils.seeding import derived_seed
 
 
 @dataclass
@@ -32,7 +33,7 @@ class Masks:
 
 def step_generator(seed: int, epoch: int, step: int) -> torch.Generator:
     """A CPU generator whose stream depends only on (seed, epoch, step)."""
-    return torch.Generator().manual_seed(hash((seed, epoch, step)) & (2**63 - 1))
+    return torch.Generator().manual_seed(derived_seed(seed, epoch, step))
 
 
 class MultiBlockMaskGenerator:

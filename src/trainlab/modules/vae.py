@@ -79,7 +79,6 @@ class VAE(L.LightningModule):
             kl_penalised = kl
         weight = self.kl_weight()
         loss = rec + weight * kl_penalised
-        self._stop_if_not_finite(loss, rec=rec, kl=kl)
         self.log_dict(
             {"train/loss": loss, "train/rec": rec, "train/kl": kl, "train/kl_weight": weight},
             on_step=True,
@@ -88,18 +87,6 @@ class VAE(L.LightningModule):
         )
         self.log("train/elbo", -(rec + kl), on_step=False, on_epoch=True, prog_bar=True)
         return loss
-
-    def _stop_if_not_finite(self, loss: torch.Tensor, **terms: torch.Tensor) -> None:
-        """Stop all ranks at once (no rank left waiting in an all-reduce) with one line."""
-        finite = bool(torch.isfinite(loss))
-        if self.trainer.strategy.reduce_boolean_decision(finite, all=True):
-            return
-        bad = ", ".join(f"{k}={v.item():.4g}" for k, v in terms.items())
-        raise FloatingPointError(
-            f"non-finite loss at step {self.global_step} ({bad}); the last good checkpoint "
-            f"is kept in {self.trainer.default_root_dir}/checkpoints: lower the learning rate "
-            "or enable trainer.gradient_clip_val"
-        )
 
     @torch.no_grad()
     def importance_weighted_nll(

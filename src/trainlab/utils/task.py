@@ -43,6 +43,7 @@ KNOWN_NOISE = [
     r".*isinstance\(treespec, LeafSpec\).*",  # Lightning 2.6 on torch 2.14 internals
     r".*does not have many workers.*",  # num_workers=0 is the right choice for embedded data
     r".*'pin_memory' argument is set as true but no accelerator.*",
+    r".*'set_vital' is deprecated.*",  # torchdata 0.11's StatefulDataLoader on torch 2.14
 ]
 
 

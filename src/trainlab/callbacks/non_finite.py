@@ -1,0 +1,63 @@
+"""Non-finite gradients before an optimizer step: stop with one line, or skip the step.
+
+Checked on the gradients (a NaN or inf loss makes them non-finite too) right before the
+optimizer step, once per step also under accumulation, with one all-reduced flag so
+every rank takes the same decision. Skipping drops the step's gradients, so the weights
+and the optimizer state stay those of the last good step; the count is logged as
+``train/skipped_steps``. Under 16-mixed, torch's GradScaler already skips such steps.
+"""
+
+from typing import Literal
+
+import lightning as L
+import torch
+
+from trainlab.utils.logging import get_logger
+
+log = get_logger(__name__)
+
+
+class NonFiniteGuard(L.Callback):
+    def __init__(self, action: Literal["stop", "skip"] = "stop"):
+        if action not in ("stop", "skip"):
+            raise ValueError(f"action must be 'stop' or 'skip', not {action!r}")
+        self.action = action
+        self.skipped = 0
+
+    def on_before_optimizer_step(self, trainer: L.Trainer, pl_module, optimizer) -> None:
+        if trainer.precision == "16-mixed":
+            return
+        grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
+        local = [getattr(g, "_local_tensor", g) for g in grads]  # FSDP2: this rank's shard
+        finite = bool(torch.stack([g.isfinite().all() for g in local]).all()) if local else True
+        if trainer.strategy.reduce_boolean_decision(finite, all=True):
+            return
+        values = describe_terms(trainer.callback_metrics)
+        if self.action == "stop":
+            raise FloatingPointError(
+                f"non-finite loss at step {trainer.global_step} ({values}); the last good "
+                f"checkpoint is kept in {trainer.default_root_dir}/checkpoints: lower the "
+                "learning rate, set trainer.gradient_clip_val, or "
+                "callbacks.non_finite.action=skip"
+            )
+        optimizer.zero_grad(set_to_none=True)  # AdamW/SGD leave parameters without grads as they are
+        self.skipped += 1
+        log.warning(f"skipped step {trainer.global_step}: non-finite loss ({values})")
+        pl_module.log("train/skipped_steps", float(self.skipped), on_step=True, on_epoch=False)
+
+    def state_dict(self) -> dict:
+        return {"skipped": self.skipped}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.skipped = state_dict["skipped"]
+
+
+def describe_terms(metrics: dict) -> str:
+    """This step's logged train/ values, the non-finite ones (the culprits) first."""
+    terms = {
+        k: float(v)
+        for k, v in metrics.items()
+        if k.startswith("train/") and not k.endswith("_epoch") and v.numel() == 1
+    }
+    order = sorted(terms, key=lambda k: (torch.isfinite(torch.tensor(terms[k])).item(), k))
+    return ", ".join(f"{k}={terms[k]:.4g}" for k in order) or "no train/ values logged"

@@ -1,0 +1,31 @@
+"""Lightning's CSVLogger, except that a resumed run appends to metrics.csv.
+
+Lightning's writer deletes an existing metrics.csv when it starts, so resuming a run
+in its own run dir (resume=true) would throw away every metric logged before the stop.
+Steps logged after the checkpoint that was resumed from appear twice; the later rows
+are the ones the resumed run's state produced.
+"""
+
+import csv
+import os
+
+from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers.logger import rank_zero_experiment
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+
+
+class AppendingExperimentWriter(ExperimentWriter):
+    def _check_log_dir_exists(self) -> None:
+        if os.path.isfile(self.metrics_file_path):  # keep it, and its columns
+            with open(self.metrics_file_path, newline="") as f:
+                self.metrics_keys = next(csv.reader(f), [])
+
+
+class ResumableCSVLogger(CSVLogger):
+    @property
+    @rank_zero_experiment
+    def experiment(self) -> ExperimentWriter:
+        if self._experiment is None:
+            os.makedirs(self.root_dir, exist_ok=True)
+            self._experiment = AppendingExperimentWriter(log_dir=self.log_dir)
+        return self._experiment

@@ -1,0 +1,22 @@
+"""Seeds derived from where a run is (seed, epoch, batch, sample, rank), not from history.
+
+Randomness that is a function of the position alone is what makes a resumed run draw
+exactly what the uninterrupted run drew, on any number of workers.
+"""
+
+import random
+
+import numpy as np
+import torch
+
+
+def derived_seed(*parts: int) -> int:
+    """A 63-bit seed from integers; Python hashes tuples of ints the same in every process."""
+    return hash(tuple(int(p) for p in parts)) & (2**63 - 1)
+
+
+def seed_global_rngs(seed: int) -> None:
+    """Seed torch (CPU and every GPU), numpy and random, silently (seed_everything logs)."""
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
