@@ -1,5 +1,5 @@
 """The VAE: likelihoods normalise, shapes fit every size, the importance-weighted bound
-behaves as theory says, KL warm-up, pictures, a non-finite loss, and DDP training."""
+behaves as theory says, KL warm-up, pictures, and DDP training."""
 
 import json
 import math
@@ -98,39 +98,6 @@ def test_vae_digits_run_writes_pictures_and_honest_metrics(tmp_path):
         compose_cfg(tmp_path / "e", [f"ckpt_path={best}", "trainer.limit_test_batches=2"], "eval")
     )
     assert again["test/nll"] == pytest.approx(metrics["test/nll"], rel=1e-6)
-
-
-def test_non_finite_loss_stops_with_one_line_and_keeps_the_last_checkpoint(
-    tmp_path, monkeypatch, capfd
-):
-    real_terms = VAE.terms
-
-    def poisoned(self, x, generator=None):
-        terms = real_terms(self, x, generator)
-        if self.training and self.global_step >= 3:
-            terms["kl_dims"] = terms["kl_dims"] * float("nan")
-        return terms
-
-    monkeypatch.setattr(VAE, "terms", poisoned)
-    argv = [
-        "train.py",
-        "experiment=vae_digits",
-        "trainer.max_epochs=3",
-        "trainer.limit_train_batches=3",
-        "trainer.limit_val_batches=1",
-        f"paths.log_dir={tmp_path}",
-        "run_name=nan",
-        "extras.print_config=false",
-    ]
-    code = run_in_process(trainlab.train.main, argv, monkeypatch)
-    err = capfd.readouterr().err
-    lines = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert code == 1 and len(lines) == 1, err[-2000:]
-    assert "non-finite loss at step 3" in lines[0] and "kl=nan" in lines[0]
-    last = tmp_path / "train" / "runs" / "nan" / "checkpoints" / "last.ckpt"
-    state = torch.load(last, weights_only=True)
-    assert state["global_step"] == 3
-    assert all(torch.isfinite(t).all() for t in state["state_dict"].values())
 
 
 def test_vae_ddp_bf16_accumulation_trains(tmp_path):

@@ -101,6 +101,9 @@ def train(cfg: DictConfig) -> float | None:
     if getattr(trainer.strategy, "comm_hook", None):
         trainer.callbacks.append(CommStatsLogger())
     launcher = launch_ranks_from_config(trainer, cfg, run_dir)
+    devices = getattr(trainer.strategy, "parallel_devices", None) or [trainer.strategy.root_device]
+    if trainer.is_global_zero:
+        rundir.record_start(run_dir, trainer.world_size, devices)
     if datamodule.global_batch_size:
         datamodule.batch_size = per_device_batch(
             datamodule.global_batch_size, trainer.world_size, trainer.accumulate_grad_batches
@@ -125,9 +128,13 @@ def train(cfg: DictConfig) -> float | None:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
 
     try:
-        resume_from = str(last_ckpt) if cfg.get("resume") and last_ckpt.exists() else None
-        if cfg.get("resume") and resume_from is None:
-            log.info(f"no checkpoint at {last_ckpt}: starting fresh")
+        resume_from = rundir.resume_checkpoint(run_dir) if cfg.get("resume") else None
+        if cfg.get("resume"):
+            log.info(
+                f"resuming from {resume_from}"
+                if resume_from
+                else f"no checkpoint in {run_dir}/checkpoints: starting fresh"
+            )
         try:
             # weights_only: a checkpoint restores tensors and plain values, never runs code.
             trainer.fit(model, datamodule=datamodule, ckpt_path=resume_from, weights_only=True)
@@ -136,7 +143,7 @@ def train(cfg: DictConfig) -> float | None:
         metrics = final_metrics(trainer)
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         if cfg.get("test"):
-            trainer.test(model, datamodule=datamodule, ckpt_path=best or None)
+            trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
             metrics.update(final_metrics(trainer))
     finally:
         finish_wandb(loggers)
@@ -153,11 +160,7 @@ def train(cfg: DictConfig) -> float | None:
             **stats.summary(),
             **batch_facts(trainer, datamodule.batch_size),
             "lr_scale": lr_factor,
-            "devices": [
-                str(d)
-                for d in getattr(trainer.strategy, "parallel_devices", None)
-                or [trainer.strategy.root_device]
-            ],
+            "devices": [str(d) for d in devices],
         }
         path = write_metrics_json(
             run_dir,

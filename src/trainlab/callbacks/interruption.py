@@ -27,35 +27,34 @@ log = get_logger(__name__)
 class InterruptionCheckpoint(L.Callback):
     def __init__(self, dirpath: str):
         self.dirpath = Path(dirpath)
-        self.signal: signal.Signals | None = None  # the signal that stopped the run
-        self._previous: dict = {}
+        self.signal: signal.Signals | None = None  # the signal that stopped the run, if one did
+        self._previous_usr1 = None
 
     # -- signals ---------------------------------------------------------------------------
-    def setup(self, trainer: L.Trainer, pl_module, stage: str) -> None:
-        if stage != "fit":
-            return
+    def on_train_start(self, trainer: L.Trainer, pl_module) -> None:
+        # After Lightning registered its handlers: it restores what it found at the end.
         self.signal = None
-        # Lightning registers its SIGTERM handler after setup and calls ours from it.
-        self._previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, self._note)}
         env = trainer._accelerator_connector.cluster_environment
         if not (isinstance(env, SLURMEnvironment) and env.auto_requeue):
-            self._previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, self._on_sigusr1)
-
-    def _note(self, signum, frame) -> None:
-        self.signal = self.signal or signal.Signals(signum)
+            self._previous_usr1 = signal.signal(signal.SIGUSR1, self._on_sigusr1)
 
     def _on_sigusr1(self, signum, frame) -> None:
         self.signal = signal.SIGUSR1
         os.kill(os.getpid(), signal.SIGTERM)  # Lightning's pre-emption path, on every rank
 
+    def _restore_sigusr1(self) -> None:
+        if self._previous_usr1 is not None:
+            signal.signal(signal.SIGUSR1, self._previous_usr1)
+            self._previous_usr1 = None
+
     def teardown(self, trainer: L.Trainer, pl_module, stage: str) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        self._previous = {}
+        self._restore_sigusr1()
 
     # -- saving ----------------------------------------------------------------------------
     def on_exception(self, trainer: L.Trainer, pl_module, exception: BaseException) -> None:
+        self._restore_sigusr1()  # Lightning calls no teardown hook after an exception
         if isinstance(exception, SIGTERMException):
+            self.signal = self.signal or signal.SIGTERM
             # Every rank is here at the same batch: a normal, collective save.
             trainer.save_checkpoint(self.dirpath / "last.ckpt")
             return

@@ -30,8 +30,13 @@ class NonFiniteGuard(L.Callback):
         grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
         local = [getattr(g, "_local_tensor", g) for g in grads]  # FSDP2: this rank's shard
         finite = bool(torch.stack([g.isfinite().all() for g in local]).all()) if local else True
-        if trainer.strategy.reduce_boolean_decision(finite, all=True):
-            return
+        finite = trainer.strategy.reduce_boolean_decision(finite, all=True)
+        if not finite:
+            self._stop_or_skip(trainer, optimizer)
+        if self.action == "skip":  # a running count, logged every step
+            pl_module.log("train/skipped_steps", float(self.skipped), on_step=True, on_epoch=False)
+
+    def _stop_or_skip(self, trainer: L.Trainer, optimizer) -> None:
         values = describe_terms(trainer.callback_metrics)
         if self.action == "stop":
             raise FloatingPointError(
@@ -43,7 +48,6 @@ class NonFiniteGuard(L.Callback):
         optimizer.zero_grad(set_to_none=True)  # AdamW/SGD leave parameters without grads as they are
         self.skipped += 1
         log.warning(f"skipped step {trainer.global_step}: non-finite loss ({values})")
-        pl_module.log("train/skipped_steps", float(self.skipped), on_step=True, on_epoch=False)
 
     def state_dict(self) -> dict:
         return {"skipped": self.skipped}

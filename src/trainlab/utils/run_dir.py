@@ -39,6 +39,17 @@ def guard(run_dir: Path, resume: bool = False) -> None:
         )
 
 
+def resume_checkpoint(run_dir: Path) -> Path | None:
+    """The newest of last.ckpt (every epoch, and on SIGTERM) and step*.ckpt (every N steps).
+
+    Best-metric checkpoints are never newer than last.ckpt, and on_exception.ckpt holds the
+    state at an error, which a resume should not start from.
+    """
+    candidates = [run_dir / "checkpoints" / "last.ckpt", *run_dir.glob("checkpoints/step*.ckpt")]
+    existing = [p for p in candidates if p.is_file()]
+    return max(existing, key=lambda p: p.stat().st_mtime_ns) if existing else None
+
+
 def _git(*args: str) -> str:
     try:
         return subprocess.run(
@@ -53,6 +64,30 @@ def note_resume(run_dir: Path) -> None:
     line = f"{datetime.now().isoformat(timespec='seconds')} {' '.join(sys.argv)}\n"
     with open(run_dir / "resumes.txt", "a") as f:
         f.write(line)
+
+
+def device_names(devices) -> list[str]:
+    """Readable names of this process's devices: GPU models, else the CPU."""
+    import torch
+
+    return [
+        torch.cuda.get_device_name(d) if d.type == "cuda" else platform.processor() or d.type
+        for d in devices
+    ]
+
+
+def record_start(run_dir: Path, world_size: int, devices) -> None:
+    """Append this (re)start's host, world size and devices to meta.json's ``starts``."""
+    path = run_dir / "meta.json"
+    meta = json.loads(path.read_text()) if path.exists() else {}
+    start = {
+        "time": datetime.now().isoformat(timespec="seconds"),
+        "hostname": socket.gethostname(),
+        "world_size": world_size,
+        "devices": device_names(devices),
+    }
+    meta.setdefault("starts", []).append(start)
+    path.write_text(json.dumps(meta, indent=2) + "\n")
 
 
 def command_line_overrides() -> list[str]:

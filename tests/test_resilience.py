@@ -1,0 +1,193 @@
+"""Runs survive stops and crashes: exact resume, pre-emption signals, atomic checkpoints,
+non-finite losses, errors, and torchrun restarting killed ranks."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import FAST, ROOT, logged_series, run_cli, run_in_process
+
+import trainlab.train
+from trainlab.modules.vae import VAE
+from trainlab.utils import run_dir as rundir
+
+# 2 epochs of 6 steps; drop path, random crops and masks all draw random numbers.
+SHORT = [
+    "trainer.max_epochs=2",
+    "trainer.limit_train_batches=6",
+    "trainer.limit_val_batches=2",
+    "trainer.limit_test_batches=2",
+    "trainer.log_every_n_steps=1",
+    "model.encoder.drop_path_rate=0.1",
+    "extras.print_config=false",
+]
+
+
+def losses_by_step(run_dir: Path, key: str = "train/loss_step") -> dict[int, str]:
+    """The logged values as written (exact strings); a step logged twice keeps its last value."""
+    import csv
+
+    with (run_dir / "csv" / "metrics.csv").open() as f:
+        return {int(row["step"]): row[key] for row in csv.DictReader(f) if row.get(key)}
+
+
+def train_in_process(monkeypatch, tmp_path, *overrides: str) -> int:
+    argv = ["train.py", *overrides, f"paths.log_dir={tmp_path}"]
+    return run_in_process(trainlab.train.main, argv, monkeypatch)
+
+
+def stop_at(step: int, signal_name: str = "SIGTERM") -> list[str]:
+    return [
+        "+callbacks.stop._target_=signal_at_step.SignalAtStep",
+        f"+callbacks.stop.step={step}",
+        f"+callbacks.stop.name={signal_name}",
+    ]
+
+
+def test_sigterm_mid_epoch_saves_and_the_resume_is_exact(tmp_path, monkeypatch, capfd):
+    """Stopped by SIGTERM after step 4 (of 6 in epoch 0), then resumed: every step's
+    train/loss equals the uninterrupted run's, bitwise; no row of the first part is lost."""
+    assert train_in_process(monkeypatch, tmp_path, *SHORT, "run_name=straight") == 0
+    cut = [*SHORT, "run_name=cut", "resume=true"]
+    assert train_in_process(monkeypatch, tmp_path, *cut, *stop_at(4)) == 128 + signal.SIGTERM
+    assert "stopped by SIGTERM at step 4" in capfd.readouterr().err
+    run_dir = tmp_path / "train" / "runs" / "cut"
+    assert "starting fresh" in (run_dir / "train.log").read_text()  # resume=true, no checkpoint
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4
+    assert train_in_process(monkeypatch, tmp_path, *cut) == 0
+    expected = losses_by_step(tmp_path / "train" / "runs" / "straight")
+    assert sorted(expected) == list(range(12))
+    assert losses_by_step(run_dir) == expected
+
+
+def test_sigusr1_saves_last_checkpoint_and_exits(tmp_path, monkeypatch, capfd):
+    run = [*FAST, "run_name=usr1", "model.encoder.depth=1"]
+    assert train_in_process(monkeypatch, tmp_path, *run, *stop_at(2, "SIGUSR1")) == 128 + 10
+    assert "stopped by SIGUSR1 at step 2" in capfd.readouterr().err
+    last = tmp_path / "train" / "runs" / "usr1" / "checkpoints" / "last.ckpt"
+    assert torch.load(last, weights_only=True)["global_step"] == 2
+    assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL  # handlers restored
+
+
+def poison_kl_at(monkeypatch, steps):
+    """The VAE's KL term becomes NaN at the given optimizer steps."""
+    real_terms = VAE.terms
+
+    def poisoned(self, x, generator=None):
+        terms = real_terms(self, x, generator)
+        if self.training and self.global_step in steps:
+            terms["kl_dims"] = terms["kl_dims"] * float("nan")
+        return terms
+
+    monkeypatch.setattr(VAE, "terms", poisoned)
+
+
+VAE_RUN = [
+    "experiment=vae_digits",
+    "trainer.max_epochs=3",
+    "trainer.limit_train_batches=3",
+    "trainer.limit_val_batches=1",
+    "model.test_importance_samples=4",
+    "trainer.log_every_n_steps=1",
+    "extras.print_config=false",
+]
+
+
+def test_non_finite_loss_stops_with_one_line_and_keeps_the_last_checkpoint(
+    tmp_path, monkeypatch, capfd
+):
+    poison_kl_at(monkeypatch, range(3, 100))
+    assert train_in_process(monkeypatch, tmp_path, *VAE_RUN, "run_name=nan") == 1
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1 and "non-finite loss at step 3" in lines[0], lines
+    assert lines[0].index("train/kl=nan") < lines[0].index("train/rec=")  # the culprit first
+    checkpoints = tmp_path / "train" / "runs" / "nan" / "checkpoints"
+    for name in ("last.ckpt", "on_exception.ckpt"):
+        state = torch.load(checkpoints / name, weights_only=True)
+        assert state["global_step"] == 3, name  # last.ckpt after epoch 0; the failed step undone
+        assert all(torch.isfinite(t).all() for t in state["state_dict"].values())
+
+
+def test_non_finite_steps_can_be_skipped_and_are_counted(tmp_path, monkeypatch):
+    poison_kl_at(monkeypatch, {4})
+    argv = [*VAE_RUN, "run_name=skip", "callbacks.non_finite.action=skip"]
+    assert train_in_process(monkeypatch, tmp_path, *argv) == 0
+    run_dir = tmp_path / "train" / "runs" / "skip"
+    skipped = logged_series(run_dir, "train/skipped_steps")  # one value per step
+    assert skipped == [0.0] * 4 + [1.0] * 5
+    state = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+    assert state["global_step"] == 9  # the skipped step still counts as a step
+    assert all(torch.isfinite(t).all() for t in state["state_dict"].values())
+
+
+def test_an_error_in_training_saves_an_on_exception_checkpoint(tmp_path, monkeypatch, capfd):
+    from trainlab.modules.ijepa import IJEPA
+
+    real_step = IJEPA.training_step
+
+    def failing(self, batch, batch_idx):
+        if self.global_step == 2:
+            raise RuntimeError("worker lost")
+        return real_step(self, batch, batch_idx)
+
+    monkeypatch.setattr(IJEPA, "training_step", failing)
+    argv = [*FAST, "run_name=boom", "model.encoder.depth=1"]
+    assert train_in_process(monkeypatch, tmp_path, *argv) == 1
+    assert "RuntimeError: worker lost" in capfd.readouterr().err
+    path = tmp_path / "train" / "runs" / "boom" / "checkpoints" / "on_exception.ckpt"
+    assert torch.load(path, weights_only=True)["global_step"] == 2
+
+
+def test_step_checkpoints_keep_the_last_k(tmp_path, monkeypatch):
+    argv = [
+        *FAST,
+        "trainer.limit_train_batches=7",
+        "model.encoder.depth=1",
+        "run_name=steps",
+        "callbacks=[ijepa,step_checkpoints]",
+        "callbacks.step_checkpoints.every_n_train_steps=2",
+        "callbacks.step_checkpoints.save_top_k=2",
+    ]
+    assert train_in_process(monkeypatch, tmp_path, *argv) == 0
+    checkpoints = tmp_path / "train" / "runs" / "steps" / "checkpoints"
+    assert sorted(p.name for p in checkpoints.glob("step*.ckpt")) == [
+        "step000004.ckpt",
+        "step000006.ckpt",
+    ]
+    assert not list(checkpoints.glob(".*tmp"))  # no temporary file left behind
+    assert rundir.resume_checkpoint(checkpoints.parent).name == "last.ckpt"  # epoch end, newest
+    (checkpoints / "step000006.ckpt").touch()  # as if written after last.ckpt
+    assert rundir.resume_checkpoint(checkpoints.parent).name == "step000006.ckpt"
+
+
+SAVE_BIG = """
+import sys, torch
+from trainlab.utils.atomic_checkpoint_io import AtomicCheckpointIO
+io = AtomicCheckpointIO()
+io.save_checkpoint({"step": 1, "w": torch.ones(4)}, sys.argv[1])
+print("first saved", flush=True)
+io.save_checkpoint({"step": 2, "w": torch.zeros(400_000_000, dtype=torch.uint8)}, sys.argv[1])
+print("second saved", flush=True)
+"""
+
+
+def test_a_kill_during_a_save_leaves_the_previous_checkpoint_whole(tmp_path):
+    path = tmp_path / "last.ckpt"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SAVE_BIG, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "first saved"
+    deadline = time.monotonic() + 60
+    while not any(p.stat().st_size > 0 for p in tmp_path.glob(".last.ckpt.*.tmp")):
+        assert time.monotonic() < deadline and proc.poll() is None, "the second save never started"
+        time.sleep(0.01)
+    proc.kill()  # SIGKILL while the 400 MB checkpoint is being written
+    proc.wait()
+    assert torch.load(path, weights_only=True)["step"] == 1
