@@ -13,7 +13,13 @@
 #   MASTER_ADDR         host name or IP of node 0, reachable from every node [127.0.0.1]
 #   MASTER_PORT         a free TCP port on node 0 [29500]
 #   MAX_RESTARTS [0]    torchrun restarts all ranks this often when one fails
-#                       (add resume=true so the restarted ranks continue from last.ckpt)
+#                       (add resume=true so the restarted ranks continue from the newest
+#                       checkpoint; see "Crashes and resume" in the README)
+#   RDZV_ID [trainlab]  names the job at the rendezvous; differ it for jobs sharing a host:port
+# The c10d rendezvous (not torchrun's "static" one) is used because static hands restarted
+# workers the previous attempt's store: gloo then reads the dead ranks' addresses and the
+# restart fails ("Gloo connectFullMesh failed ... Connection refused"). c10d starts a fresh
+# store for every round.
 # run_name is required: every rank on every node must write to the same run dir, and a
 # time-stamped default would differ between nodes.
 set -euo pipefail
@@ -32,7 +38,8 @@ exec "$PYTHON" -m torch.distributed.run \
   --nnodes="$NNODES" \
   --node-rank="${NODE_RANK:-0}" \
   --nproc-per-node="$NPROC_PER_NODE" \
-  --master-addr="${MASTER_ADDR:-127.0.0.1}" \
-  --master-port="${MASTER_PORT:-29500}" \
+  --rdzv-backend=c10d \
+  --rdzv-endpoint="${MASTER_ADDR:-127.0.0.1}:${MASTER_PORT:-29500}" \
+  --rdzv-id="${RDZV_ID:-trainlab}" \
   --max-restarts="${MAX_RESTARTS:-0}" \
   train.py trainer.devices="$NPROC_PER_NODE" trainer.num_nodes="$NNODES" "$@"

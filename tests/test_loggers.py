@@ -1,6 +1,8 @@
-"""Loggers: CSV, TensorBoard and W&B (offline) together; the W&B run id is kept in the run dir."""
+"""Loggers: CSV, TensorBoard and W&B (offline) together; the W&B run id is kept in the run
+dir, and the W&B API key never reaches a file."""
 
 import json
+import secrets
 
 from conftest import FAST, compose_cfg
 
@@ -8,6 +10,8 @@ from trainlab.train import train
 
 
 def test_many_loggers_offline_and_wandb_id_kept(tmp_path, monkeypatch):
+    secret = secrets.token_hex(20)  # a W&B API key's shape, made here (git.diff holds this file)
+    monkeypatch.setenv("WANDB_API_KEY", secret)
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     cfg = compose_cfg(tmp_path, ["logger=many", *FAST])
@@ -21,3 +25,9 @@ def test_many_loggers_offline_and_wandb_id_kept(tmp_path, monkeypatch):
     assert offline_runs, list((run_dir / "wandb").iterdir())
     assert (run_dir / "pictures" / "masks.png").stat().st_size > 1000
     assert json.loads((run_dir / "metrics.json").read_text())["metrics"]["val/probe_acc"] >= 0
+    (start,) = json.loads((run_dir / "meta.json").read_text())["starts"]
+    assert start["world_size"] == 1 and len(start["devices"]) == 1
+    # The API key is in the environment, never in what the run writes.
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(written) > 10
+    assert not [p for p in written if secret.encode() in p.read_bytes()]

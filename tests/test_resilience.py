@@ -191,3 +191,22 @@ def test_a_kill_during_a_save_leaves_the_previous_checkpoint_whole(tmp_path):
     proc.kill()  # SIGKILL while the 400 MB checkpoint is being written
     proc.wait()
     assert torch.load(path, weights_only=True)["step"] == 1
+
+
+def test_torchrun_restarts_a_killed_rank_and_the_run_ends_as_if_uninterrupted(tmp_path):
+    """scripts/chaos.py: 2 CPU ranks under torchrun --max-restarts; rank 0 or 1 gets SIGKILL
+    in the middle of epoch 0 (once step000004.ckpt exists, of 8 steps); both restart, resume
+    from that checkpoint and finish with the uninterrupted run's losses and test metrics."""
+    out = tmp_path / "chaos.json"
+    args = ["--runs", "1", "--kill-when", "step000004.ckpt", "--json", str(out)]
+    args += ["--log-dir", str(tmp_path / "logs")]
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "chaos.py"), *args],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    (run,) = json.loads(out.read_text())["runs"]
+    assert run["killed"] is not None and run["restarts"] >= 1
+    assert run["finished"] and run["losses_match"] and run["metrics_match"]
+    log = (tmp_path / "logs" / "train" / "runs" / "chaos0" / "train.log").read_text()
+    assert "resuming from" in log and "checkpoints/step0000" in log
