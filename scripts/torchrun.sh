@@ -16,10 +16,11 @@
 #                       (add resume=true so the restarted ranks continue from the newest
 #                       checkpoint; see "Crashes and resume" in the README)
 #   RDZV_ID [trainlab]  names the job at the rendezvous; differ it for jobs sharing a host:port
-# The c10d rendezvous (not torchrun's "static" one) is used because static hands restarted
-# workers the previous attempt's store: gloo then reads the dead ranks' addresses and the
-# restart fails ("Gloo connectFullMesh failed ... Connection refused"). c10d starts a fresh
-# store for every round.
+# Restarts need a fresh store for every attempt: torchrun's "static" rendezvous, and c10d's
+# shared store (its default), hand restarted workers the previous attempt's keys, and the
+# process group then fails to connect ("Gloo connectFullMesh failed ... Connection
+# refused") or waits forever. So: the c10d rendezvous with store sharing off, where rank 0
+# starts a new store on a free port every round.
 # run_name is required: every rank on every node must write to the same run dir, and a
 # time-stamped default would differ between nodes.
 set -euo pipefail
@@ -34,6 +35,7 @@ NPROC_PER_NODE=${NPROC_PER_NODE:-$(( gpus > 0 ? gpus : 1 ))}
 NNODES=${NNODES:-1}
 PYTHON=${PYTHON:-$( [[ -x .venv/bin/python ]] && echo .venv/bin/python || echo python )}
 
+export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 exec "$PYTHON" -m torch.distributed.run \
   --nnodes="$NNODES" \
   --node-rank="${NODE_RANK:-0}" \
