@@ -60,7 +60,7 @@ def test_train_then_eval_give_the_same_test_metric(tmp_path):
 
     eval_cfg = compose_cfg(tmp_path / "e", [f"ckpt_path={best}"], "eval")
     metrics = evaluate(eval_cfg)
-    assert results["metrics"]["test/acc"] > 0.5  # learned something: chance is 0.1
+    assert results["metrics"]["test/acc"] > 0.3  # learned something in 2 epochs: chance is 0.1
     assert metrics["test/acc"] == pytest.approx(results["metrics"]["test/acc"], abs=1e-6)
     assert metrics["test/loss"] == pytest.approx(results["metrics"]["test/loss"], rel=1e-5)
     assert (tmp_path / "e" / "run" / "metrics.json").exists()
