@@ -52,7 +52,9 @@ def free_port() -> int:
 def workers(agent_pid: int) -> list[int]:
     """The torchrun agent's child processes: one per rank."""
     try:
-        return [int(p) for p in Path(f"/proc/{agent_pid}/task/{agent_pid}/children").read_text().split()]
+        return [
+            int(p) for p in Path(f"/proc/{agent_pid}/task/{agent_pid}/children").read_text().split()
+        ]
     except OSError:
         return []
 
@@ -66,7 +68,12 @@ def launch(log_dir: Path, name: str, max_restarts: int) -> subprocess.Popen:
         "PYTHON": sys.executable,
         "WANDB_MODE": "offline",
     }
-    command = [str(ROOT / "scripts" / "torchrun.sh"), *JOB, f"paths.log_dir={log_dir}", f"run_name={name}"]
+    command = [
+        str(ROOT / "scripts" / "torchrun.sh"),
+        *JOB,
+        f"paths.log_dir={log_dir}",
+        f"run_name={name}",
+    ]
     log = open(log_dir / f"{name}.log", "w")
     return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
 
@@ -77,7 +84,11 @@ def outcome(log_dir: Path, name: str, returncode: int) -> dict:
     if (run_dir / "csv" / "metrics.csv").exists():
         with (run_dir / "csv" / "metrics.csv").open() as f:
             # a step logged twice (after a restart) keeps its last value
-            losses = {r["step"]: r["train/loss_step"] for r in csv.DictReader(f) if r.get("train/loss_step")}
+            losses = {
+                r["step"]: r["train/loss_step"]
+                for r in csv.DictReader(f)
+                if r.get("train/loss_step")
+            }
     metrics_json = run_dir / "metrics.json"
     metrics = json.loads(metrics_json.read_text())["metrics"] if metrics_json.exists() else None
     return {
@@ -132,9 +143,13 @@ def main():
         reference = outcome(log_dir, "reference", ref_proc.wait())
         ref_seconds = time.monotonic() - t0
         if reference["returncode"] or not reference["losses"]:
-            sys.exit(f"the uninterrupted run failed: see {log_dir}/reference.log\n"
-                     + (log_dir / "reference.log").read_text()[-3000:])
-        print(f"uninterrupted run: {ref_seconds:.0f} s, {len(reference['losses'])} steps", flush=True)
+            sys.exit(
+                f"the uninterrupted run failed: see {log_dir}/reference.log\n"
+                + (log_dir / "reference.log").read_text()[-3000:]
+            )
+        print(
+            f"uninterrupted run: {ref_seconds:.0f} s, {len(reference['losses'])} steps", flush=True
+        )
         runs = []
         for i in range(args.runs):
             kill_at = rng.uniform(0, ref_seconds)
@@ -180,8 +195,8 @@ run's wall time ({ref_seconds:.0f} s). "Losses match": every logged per-step tra
 equals the uninterrupted run's, bitwise; "metrics match": the test metrics in metrics.json
 are equal.
 
-**{summary['finished']}/{summary['runs']} finished; {summary['losses_match']}/{summary['runs']} with identical losses;
-{summary['metrics_match']}/{summary['runs']} with identical final metrics.**
+**{summary["finished"]}/{summary["runs"]} finished; {summary["losses_match"]}/{summary["runs"]} with identical losses;
+{summary["metrics_match"]}/{summary["runs"]} with identical final metrics.**
 
 | run | killed after (s) | worker | restarts | finished | losses match | metrics match |
 |---|---|---|---|---|---|---|

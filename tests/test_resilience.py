@@ -2,17 +2,14 @@
 non-finite losses, errors, and torchrun restarting killed ranks."""
 
 import json
-import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
 import torch
-from conftest import FAST, ROOT, logged_series, run_cli, run_in_process
+from conftest import FAST, ROOT, logged_series, run_in_process
 
 import trainlab.train
 from trainlab.modules.vae import VAE
@@ -202,7 +199,9 @@ def test_torchrun_restarts_a_killed_rank_and_the_run_ends_as_if_uninterrupted(tm
     args += ["--log-dir", str(tmp_path / "logs")]
     result = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "chaos.py"), *args],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     (run,) = json.loads(out.read_text())["runs"]

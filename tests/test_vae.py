@@ -7,10 +7,9 @@ from functools import partial
 
 import pytest
 import torch
-from conftest import FAST, compose_cfg, logged_series, run_cli, run_in_process
+from conftest import FAST, compose_cfg, logged_series, run_cli
 from PIL import Image
 
-import trainlab.train
 from trainlab.eval import evaluate
 from trainlab.models.likelihoods import Bernoulli, DiscretizedLogistic
 from trainlab.models.vae import MLPVAE, ConvVAE

@@ -16,6 +16,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from trainlab.callbacks.comm_stats import CommStatsLogger
+from trainlab.callbacks.interruption import InterruptionCheckpoint
 from trainlab.callbacks.run_stats import RunStats
 from trainlab.callbacks.seed_each_step import SeedEachStep
 from trainlab.distributed.checks import check_launch
@@ -54,13 +55,17 @@ def refuse_multirun_under_torchrun() -> None:
 def stop_after_signal(trainer: L.Trainer, run_dir: Path) -> None:
     """Exit with 128 + signal, as a process killed by it would: launchers (torchrun, SLURM)
     then restart or requeue the job instead of taking it for finished."""
-    noted = [getattr(c, "signal", None) for c in trainer.callbacks]
-    signum = next((s for s in noted if s), signal.SIGTERM)
+    saver = next((c for c in trainer.callbacks if isinstance(c, InterruptionCheckpoint)), None)
+    signum = (saver.signal if saver else None) or signal.SIGTERM
     if trainer.is_global_zero:
+        saved = (
+            f"saved {run_dir}/checkpoints/last.ckpt"
+            if saver
+            else "nothing saved (callbacks.interruption is off)"
+        )
         print(
-            f"stopped by {signum.name} at step {trainer.global_step}: saved "
-            f"{run_dir}/checkpoints/last.ckpt; continue with the same command plus "
-            f"run_name={run_dir.name} resume=true",
+            f"stopped by {signum.name} at step {trainer.global_step}: {saved}; continue with "
+            f"the same command plus run_name={run_dir.name} resume=true",
             file=sys.stderr,
             flush=True,
         )
@@ -138,13 +143,17 @@ def train(cfg: DictConfig) -> float | None:
         try:
             # weights_only: a checkpoint restores tensors and plain values, never runs code.
             trainer.fit(model, datamodule=datamodule, ckpt_path=resume_from, weights_only=True)
+            metrics = final_metrics(trainer)
+            best = (
+                trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+            )
+            if cfg.get("test"):
+                trainer.test(
+                    model, datamodule=datamodule, ckpt_path=best or None, weights_only=True
+                )
+                metrics.update(final_metrics(trainer))
         except SIGTERMException:  # pre-empted: InterruptionCheckpoint saved last.ckpt
             stop_after_signal(trainer, run_dir)
-        metrics = final_metrics(trainer)
-        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-        if cfg.get("test"):
-            trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
-            metrics.update(final_metrics(trainer))
     finally:
         finish_wandb(loggers)
         if launcher is not None:

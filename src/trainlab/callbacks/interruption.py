@@ -55,14 +55,19 @@ class InterruptionCheckpoint(L.Callback):
         self._restore_sigusr1()  # Lightning calls no teardown hook after an exception
         if isinstance(exception, SIGTERMException):
             self.signal = self.signal or signal.SIGTERM
-            # Every rank is here at the same batch: a normal, collective save.
-            trainer.save_checkpoint(self.dirpath / "last.ckpt")
+            if trainer.state.fn == "fit":  # during test the model holds the best weights
+                # Every rank is here at the same batch: a normal, collective save.
+                trainer.save_checkpoint(self.dirpath / "last.ckpt")
             return
         if isinstance(trainer.strategy, ModelParallelStrategy):
-            log.warning("no on_exception checkpoint under FSDP: saving sharded state needs every rank")
+            log.warning(
+                "no on_exception checkpoint under FSDP: saving sharded state needs every rank"
+            )
             return
         rank = trainer.global_rank
-        path = self.dirpath / ("on_exception.ckpt" if rank == 0 else f"on_exception.rank{rank}.ckpt")
+        path = self.dirpath / (
+            "on_exception.ckpt" if rank == 0 else f"on_exception.rank{rank}.ckpt"
+        )
         # dump_checkpoint gathers nothing across ranks under DDP (each holds the full state).
         checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
         trainer.strategy.checkpoint_io.save_checkpoint(checkpoint, path)

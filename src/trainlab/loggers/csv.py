@@ -10,8 +10,8 @@ import csv
 import os
 
 from lightning.pytorch.loggers import CSVLogger
-from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+from lightning.pytorch.loggers.logger import rank_zero_experiment
 
 
 class AppendingExperimentWriter(ExperimentWriter):
