@@ -1,9 +1,12 @@
-"""Lightning's CSVLogger, except that a resumed run appends to metrics.csv.
+"""Lightning's CSVLogger, except that a resumed run appends to metrics.csv, and every
+row is written at once.
 
 Lightning's writer deletes an existing metrics.csv when it starts, so resuming a run
 in its own run dir (resume=true) would throw away every metric logged before the stop.
-Steps logged after the checkpoint that was resumed from appear twice; the later rows
-are the ones the resumed run's state produced.
+It also keeps rows in memory for 100 steps by default: after a SIGKILL the rows between
+the last flush and the checkpoint the run resumes from would be lost for good. Rows
+after that checkpoint are logged again by the resumed run; such steps appear twice, and
+the later rows are the ones the resumed run's state produced.
 """
 
 import csv
@@ -22,6 +25,9 @@ class AppendingExperimentWriter(ExperimentWriter):
 
 
 class ResumableCSVLogger(CSVLogger):
+    def __init__(self, *args, flush_logs_every_n_steps: int = 1, **kwargs):
+        super().__init__(*args, flush_logs_every_n_steps=flush_logs_every_n_steps, **kwargs)
+
     @property
     @rank_zero_experiment
     def experiment(self) -> ExperimentWriter:
