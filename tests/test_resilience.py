@@ -53,11 +53,11 @@ def test_sigterm_mid_epoch_saves_and_the_resume_is_exact(tmp_path, monkeypatch, 
     train/loss equals the uninterrupted run's, bitwise; no row of the first part is lost."""
     assert train_in_process(monkeypatch, tmp_path, *SHORT, "run_name=straight") == 0
     cut = [*SHORT, "run_name=cut", "resume=true"]
-    assert train_in_process(monkeypatch, tmp_path, *cut, *stop_at(4)) == 128 + signal.SIGTERM
-    assert "stopped by SIGTERM at step 4" in capfd.readouterr().err
+    assert train_in_process(monkeypatch, tmp_path, *cut, *stop_at(8)) == 128 + signal.SIGTERM
+    assert "stopped by SIGTERM at step 8" in capfd.readouterr().err
     run_dir = tmp_path / "train" / "runs" / "cut"
     assert "starting fresh" in (run_dir / "train.log").read_text()  # resume=true, no checkpoint
-    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 8
     assert train_in_process(monkeypatch, tmp_path, *cut) == 0
     expected = losses_by_step(tmp_path / "train" / "runs" / "straight")
     assert sorted(expected) == list(range(12))

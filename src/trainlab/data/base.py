@@ -145,6 +145,9 @@ class ImageDataModule(L.LightningDataModule):
             # The run's seed (seed_everything exports it), as Lightning's own sampler uses.
             seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
             sampler = SeededSampler(dataset, shuffle=True, seed=seed, **self._sampler_kwargs())
+            # After a mid-epoch resume Lightning creates the iterator (and the stateful loader
+            # fast-forwards it) before it sets the epoch: set it here, or epoch 0's order is used.
+            sampler.set_epoch(self.trainer.current_epoch if self.trainer else 0)
             return StatefulDataLoader(
                 dataset, self.batch_size, sampler=sampler, drop_last=self.drop_last, **common
             )
