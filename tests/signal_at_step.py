@@ -11,11 +11,22 @@ import lightning as L
 
 
 class SignalAtStep(L.Callback):
-    def __init__(self, step: int, name: str = "SIGTERM", rank: int = 0):
+    def __init__(
+        self, step: int, name: str = "SIGTERM", rank: int = 0, in_validation: bool = False
+    ):
+        self.in_validation = in_validation  # at the start of validation instead of a batch end
         self.step, self.signum, self.rank = step, signal.Signals[name], rank
         self.sent = False
 
+    def on_validation_start(self, trainer, pl_module) -> None:
+        if self.in_validation:
+            self._maybe_send(trainer)
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if not self.in_validation:
+            self._maybe_send(trainer)
+
+    def _maybe_send(self, trainer) -> None:
         if trainer.global_step == self.step and trainer.global_rank == self.rank and not self.sent:
             self.sent = True
             os.kill(os.getpid(), self.signum)

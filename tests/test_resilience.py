@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import torch
-from conftest import FAST, ROOT, logged_series, run_in_process
+from conftest import FAST, ROOT, logged_series, run_cli, run_in_process
 
 import trainlab.train
 from trainlab.modules.vae import VAE
@@ -209,3 +209,26 @@ def test_torchrun_restarts_a_killed_rank_and_the_run_ends_as_if_uninterrupted(tm
     assert run["finished"] and run["losses_match"] and run["metrics_match"]
     log = (tmp_path / "logs" / "train" / "runs" / "chaos0" / "train.log").read_text()
     assert "resuming from" in log and "checkpoints/step0000" in log
+
+
+def test_sigkill_during_validation_resumes_exactly_from_a_step_checkpoint(tmp_path):
+    """Killed while validating epoch 0 (step checkpoints every 2 steps, 6 per epoch): the
+    resume starts from step 4, not from a checkpoint at the epoch's last batch, whose
+    resume would replay epoch 0's order in epoch 1 (found by scripts/chaos.py)."""
+    steps = [
+        "callbacks=[ijepa,step_checkpoints]",
+        "callbacks.step_checkpoints.every_n_train_steps=2",
+    ]
+    run = [*SHORT, *steps, f"paths.log_dir={tmp_path}"]
+    env = {"PYTHONPATH": str(ROOT / "tests")}
+    assert run_cli("train.py", *run, "run_name=straight", cwd=tmp_path).returncode == 0
+    kill = [*stop_at(6, "SIGKILL"), "+callbacks.stop.in_validation=true"]
+    cut = [*run, "run_name=cut", "resume=true"]
+    assert run_cli("train.py", *cut, *kill, cwd=tmp_path, env=env).returncode == -signal.SIGKILL
+    run_dir = tmp_path / "train" / "runs" / "cut"
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
+        "step000002.ckpt",
+        "step000004.ckpt",
+    ]
+    assert run_cli("train.py", *cut, cwd=tmp_path).returncode == 0
+    assert losses_by_step(run_dir) == losses_by_step(tmp_path / "train" / "runs" / "straight")
