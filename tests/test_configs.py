@@ -56,7 +56,7 @@ def test_every_option_of_a_group_composes(cfg_factory, group):
 
     for option in sorted(p.stem for p in (CONFIGS / group).glob("*.yaml")):
         overrides = [f"{group}={option}"]
-        if group == "data" and option in ("imagefolder", "imagenet"):
+        if group == "data" and option in ("imagefolder", "imagenet", "stream"):
             overrides.append("data.num_classes=10")
         cfg = cfg_factory(*overrides)
         check_config(cfg)

@@ -1,0 +1,118 @@
+"""Sharded image streams (scripts/make_shards.py) from a local directory or an S3-compatible
+object store, through litdata (Lightning's streaming library; the choice is argued in the
+README).
+
+litdata splits each epoch's chunks over ranks and workers (by its documentation no sample
+twice in an epoch, and no padding when drop_last is off, as for evaluation), shuffles from
+the seed each epoch, caches downloaded chunks on local disk within a size limit, and its
+StreamingDataLoader has a state_dict, so Lightning checkpoints the position in an epoch.
+Tested here: local shards (tests/test_stream.py); S3 and 2 ranks not yet. What is added here:
+decoding the stored bytes and the augmentation, seeded per sample as in data/sampler.py.
+"""
+
+import io
+import json
+import os
+from pathlib import Path
+
+import torch
+from litdata import StreamingDataLoader, StreamingDataset
+from litdata.streaming.resolver import Dir
+from PIL import Image
+
+from trainlab.data.base import ImageDataModule
+from trainlab.utils.errors import DataError
+from trainlab.utils.seeding import derived_seed
+
+
+class EncodedImages(StreamingDataset):
+    """Shards of {"image": encoded bytes, "label": int} as (transformed image, label)."""
+
+    def __init__(self, *args, image_transform, mode: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.image_transform, self.mode = image_transform, mode
+
+    def __getitem__(self, index):
+        item = super().__getitem__(index)
+        image = Image.open(io.BytesIO(item["image"])).convert(self.mode)
+        sample = getattr(index, "index", index)  # the global sample index
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derived_seed(self.seed, self.current_epoch, sample))
+            return self.image_transform(image), item["label"]
+
+
+class StreamDataModule(ImageDataModule):
+    """``root`` holds train/ and val/ shards; val serves as validation and test split."""
+
+    name = "stream"
+
+    def __init__(
+        self,
+        cache_dir: str | None = None,
+        max_cache_size: str = "50GB",
+        endpoint_url: str | None = None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.cache_dir, self.max_cache_size = cache_dir, max_cache_size
+        # None: boto3 reads AWS_ENDPOINT_URL and the credentials from the environment.
+        self.endpoint_url = endpoint_url
+
+    @property
+    def remote(self) -> bool:
+        return str(self.root).startswith("s3://")
+
+    def check(self) -> None:
+        if self.remote:
+            return  # listing a bucket is not cheap; a wrong URI fails at the first read
+        for split in ("train", "val"):
+            if not (Path(self.root) / split / "index.json").is_file():
+                raise DataError(
+                    f"no shards at {self.root}/{split} (index.json missing): make them with "
+                    f"python scripts/make_shards.py <image folder> {self.root}"
+                )
+        classes = Path(self.root) / "classes.json"
+        if classes.is_file() and len(json.loads(classes.read_text())) != self.num_classes:
+            raise DataError(
+                f"{classes} lists {len(json.loads(classes.read_text()))} classes but "
+                f"data.num_classes={self.num_classes}: set data.num_classes to match"
+            )
+
+    def _split(self, split: str, train: bool) -> EncodedImages:
+        source: str | Dir = f"{str(self.root).rstrip('/')}/{split}"
+        if self.remote and self.cache_dir:
+            source = Dir(path=os.path.join(self.cache_dir, split), url=source)
+        options = {"endpoint_url": self.endpoint_url} if self.endpoint_url else None
+        return EncodedImages(
+            source,
+            image_transform=self.transform(train=train),
+            mode="L" if self.in_chans == 1 else "RGB",
+            shuffle=train,
+            drop_last=train,  # evaluation sees every sample exactly once
+            seed=int(os.environ.get("PL_GLOBAL_SEED", 0)),
+            max_cache_size=self.max_cache_size,
+            storage_options=options,
+        )
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is None:
+            self.train_set = self._split("train", train=True)
+            self.val_set = self.test_set = self._split("val", train=False)
+
+    def _stream_loader(self, dataset: EncodedImages, batch_size: int) -> StreamingDataLoader:
+        return StreamingDataLoader(
+            dataset,
+            batch_size=batch_size,
+            num_workers=self.num_workers,
+            pin_memory=self.pin_memory,
+            persistent_workers=self.persistent_workers,
+        )
+
+    def train_dataloader(self) -> StreamingDataLoader:
+        return self._stream_loader(self.train_set, self.batch_size)
+
+    def val_dataloader(self) -> StreamingDataLoader:
+        return self._stream_loader(self.val_set, self.eval_batch_size)
+
+    def test_dataloader(self) -> StreamingDataLoader:
+        return self._stream_loader(self.test_set, self.eval_batch_size)
