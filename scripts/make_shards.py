@@ -3,8 +3,8 @@
     python scripts/make_shards.py /data/imagenet /data/imagenet-shards
     aws s3 sync /data/imagenet-shards s3://my-bucket/imagenet-shards   # to stream from S3
 
-Each split becomes zstd-compressed chunks (about --chunk-mb each) of the images' original
-encoded bytes plus their class index, and an index.json; `classes.json` holds the class names. The
+Each split becomes chunks (about --chunk-mb each) of the images' original encoded
+(compressed) bytes plus their class index, and an index.json; `classes.json` holds the class names. The
 bytes are not re-encoded, so an image read back decodes to exactly the pixels of its file.
 Files that cannot be decoded are skipped and listed (`<split>.skipped.txt` and the
 summary), never dropped without a count.
@@ -62,8 +62,8 @@ def main():
             inputs=[(path, label, str(skipped_list)) for path, label in files],
             output_dir=str(args.out.resolve() / split),
             chunk_bytes=int(args.chunk_mb * 2**20),
-            compression="zstd",
-            compression_level="chunk",  # whole chunks: litdata 0.2.76 misreads "batch" frames
+            # No chunk compression: encoded images are compressed already, and litdata 0.2.76
+            # unpacks compressed local chunks in place (the shard dir changes when read).
             num_workers=min(args.workers, max(1, len(files))),
             mode="overwrite",
             reorder_files=False,  # keep the folder's order: reproducible shards

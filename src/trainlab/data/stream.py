@@ -6,7 +6,8 @@ litdata splits each epoch's chunks over ranks and workers (by its documentation 
 twice in an epoch, and no padding when drop_last is off, as for evaluation), shuffles from
 the seed each epoch, caches downloaded chunks on local disk within a size limit, and its
 StreamingDataLoader has a state_dict, so Lightning checkpoints the position in an epoch.
-Tested here: local shards (tests/test_stream.py); S3 and 2 ranks not yet. What is added here:
+Tested here (tests/test_stream.py): local shards, and S3 through a loopback server with
+the cache reused; 2 ranks not yet. What is added here:
 decoding the stored bytes and the augmentation, seeded per sample as in data/sampler.py.
 """
 
