@@ -221,3 +221,38 @@ def test_train_py_streams_from_an_s3_server_and_reuses_its_cache(shards, tmp_pat
     assert chunk_gets and set(chunk_gets.values()) == {1}, (
         chunk_gets
     )  # once each: epoch 2 hits the cache
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known bug (issue 7): after a mid-epoch resume the rest of epoch 0 is exact, but "
+    "litdata's loader then yields no batch in epoch 1",
+)
+def test_a_stop_mid_epoch_resumes_the_shard_stream_exactly(shards, tmp_path, monkeypatch, capfd):
+    """SIGTERM after step 5 of epoch 0 (8 per epoch), then resume=true: every step's
+    train/loss equals the uninterrupted run's, so the stream continued with the next
+    unseen samples (litdata's loader state is in the checkpoint)."""
+    from test_resilience import losses_by_step, stop_at
+
+    root, _ = shards
+    run = [
+        "trainer.max_epochs=2",
+        "trainer.limit_val_batches=1",
+        "trainer.limit_test_batches=1",
+        "trainer.log_every_n_steps=1",
+        "extras.print_config=false",
+        "data=stream",
+        f"data.root={root / 'shards'}",
+        "data.num_classes=3",
+        "data.num_workers=0",
+        "data.batch_size=7",
+        f"paths.log_dir={tmp_path}",
+    ]
+    main = trainlab.train.main
+    assert run_in_process(main, ["train.py", *run, "run_name=straight"], monkeypatch) == 0
+    cut = ["train.py", *run, "run_name=cut", "resume=true"]
+    assert run_in_process(main, [*cut, *stop_at(5)], monkeypatch) == 143
+    assert run_in_process(main, cut, monkeypatch) == 0
+    straight = losses_by_step(tmp_path / "train" / "runs" / "straight")
+    assert len(straight) == 16  # 60 samples / 7 = 8 full batches per epoch
+    assert losses_by_step(tmp_path / "train" / "runs" / "cut") == straight
