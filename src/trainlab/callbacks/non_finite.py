@@ -45,9 +45,8 @@ class NonFiniteGuard(L.Callback):
                 "learning rate, set trainer.gradient_clip_val, or "
                 "callbacks.non_finite.action=skip"
             )
-        optimizer.zero_grad(
-            set_to_none=True
-        )  # AdamW/SGD leave parameters without grads as they are
+        # No gradients: AdamW and SGD leave such parameters (and their state) as they are.
+        optimizer.zero_grad(set_to_none=True)
         self.skipped += 1
         log.warning(f"skipped step {trainer.global_step}: non-finite loss ({values})")
 
