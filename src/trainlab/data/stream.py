@@ -1,15 +1,13 @@
 """Sharded image streams (scripts/make_shards.py) from a local directory or an S3-compatible
-object store, through litdata (Lightning's streaming library; the choice is argued in the
-README).
+object store, through litdata, Lightning's streaming library.
 
 litdata splits each epoch's chunks over ranks and workers (by its documentation no sample
 twice in an epoch, and no padding when drop_last is off, as for evaluation), shuffles from
 the seed each epoch, caches downloaded chunks on local disk within a size limit, and its
 StreamingDataLoader has a state_dict, so Lightning checkpoints the position in an epoch.
-Tested here (tests/test_stream.py): local shards, and S3 through a loopback server with
-the cache reused; 2 ranks not yet. What is added here:
-decoding the stored bytes and the augmentation, seeded per sample as in data/sampler.py.
-"""
+What is added here: decoding the stored bytes, and the augmentation, seeded per sample as
+in data/sampler.py. Tested (tests/test_stream.py): local shards, and S3 through a loopback
+server with the cache reused; not yet on 2 ranks."""
 
 import io
 import json
