@@ -6,14 +6,12 @@ a resume the global RNGs otherwise start from wherever the new process left them
 Ranks get different streams (rank is part of the seed), as they would without this.
 """
 
-import os
-
 import lightning as L
 
-from trainlab.utils.seeding import derived_seed, seed_global_rngs
+from trainlab.utils.seeding import derived_seed, run_seed, seed_global_rngs
 
 
 class SeedEachStep(L.Callback):
     def on_train_batch_start(self, trainer: L.Trainer, pl_module, batch, batch_idx: int) -> None:
-        seed = int(os.environ.get("PL_GLOBAL_SEED", 0))  # the run's seed (seed_everything)
-        seed_global_rngs(derived_seed(seed, trainer.current_epoch, batch_idx, trainer.global_rank))
+        position = (trainer.current_epoch, batch_idx, trainer.global_rank)
+        seed_global_rngs(derived_seed(run_seed(), *position))

@@ -4,7 +4,6 @@ A data set subclass only says how to build its raw splits (``build_splits``); ba
 validation split, workers and transforms live here once.
 """
 
-import os
 from collections.abc import Sequence
 
 import lightning as L
@@ -17,6 +16,7 @@ from trainlab.data.low_shot import class_balanced_subset
 from trainlab.data.sampler import SeededSampler
 from trainlab.data.transforms import build_transform
 from trainlab.utils.errors import DataError
+from trainlab.utils.seeding import call_seeded, run_seed
 
 
 class Transformed(Dataset):
@@ -38,9 +38,7 @@ class Transformed(Dataset):
             return self.transform(image), label
         index, seed = key  # from SeededSampler: the crop depends on this sample's seed only
         image, label = self.dataset[index]
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            return self.transform(image), label
+        return call_seeded(seed, self.transform, image), label
 
 
 class ImageDataModule(L.LightningDataModule):
@@ -142,9 +140,9 @@ class ImageDataModule(L.LightningDataModule):
         if train:
             # Stateful: Lightning saves the position inside the epoch in every checkpoint,
             # so a mid-epoch resume continues with the next unseen batch.
-            # The run's seed (seed_everything exports it), as Lightning's own sampler uses.
-            seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
-            sampler = SeededSampler(dataset, shuffle=True, seed=seed, **self._sampler_kwargs())
+            sampler = SeededSampler(
+                dataset, shuffle=True, seed=run_seed(), **self._sampler_kwargs()
+            )
             # After a mid-epoch resume Lightning creates the iterator (and the stateful loader
             # fast-forwards it) before it sets the epoch: set it here, or epoch 0's order is used.
             sampler.set_epoch(self.trainer.current_epoch if self.trainer else 0)

@@ -14,14 +14,13 @@ import json
 import os
 from pathlib import Path
 
-import torch
 from litdata import StreamingDataLoader, StreamingDataset
 from litdata.streaming.resolver import Dir
 from PIL import Image
 
 from trainlab.data.base import ImageDataModule
 from trainlab.utils.errors import DataError
-from trainlab.utils.seeding import derived_seed
+from trainlab.utils.seeding import call_seeded, derived_seed, run_seed
 
 
 class EncodedImages(StreamingDataset):
@@ -35,9 +34,8 @@ class EncodedImages(StreamingDataset):
         item = super().__getitem__(index)
         image = Image.open(io.BytesIO(item["image"])).convert(self.mode)
         sample = getattr(index, "index", index)  # the global sample index
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(derived_seed(self.seed, self.current_epoch, sample))
-            return self.image_transform(image), item["label"]
+        seed = derived_seed(self.seed, self.current_epoch, sample)
+        return call_seeded(seed, self.image_transform, image), item["label"]
 
 
 class StreamDataModule(ImageDataModule):
@@ -88,7 +86,7 @@ class StreamDataModule(ImageDataModule):
             mode="L" if self.in_chans == 1 else "RGB",
             shuffle=train,
             drop_last=train,  # evaluation sees every sample exactly once
-            seed=int(os.environ.get("PL_GLOBAL_SEED", 0)),
+            seed=run_seed(),
             max_cache_size=self.max_cache_size,
             storage_options=options,
         )

@@ -4,6 +4,7 @@ Randomness that is a function of the position alone is what makes a resumed run 
 exactly what the uninterrupted run drew, on any number of workers.
 """
 
+import os
 import random
 
 import numpy as np
@@ -20,3 +21,15 @@ def seed_global_rngs(seed: int) -> None:
     torch.manual_seed(seed)
     np.random.seed(seed % 2**32)
     random.seed(seed)
+
+
+def run_seed() -> int:
+    """The run's seed: seed_everything exports it, and Lightning's own samplers read it too."""
+    return int(os.environ.get("PL_GLOBAL_SEED", 0))
+
+
+def call_seeded(seed: int, fn, *args):
+    """fn(*args) drawing from a torch CPU stream seeded with ``seed``; the global one is kept."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return fn(*args)
