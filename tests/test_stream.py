@@ -223,11 +223,6 @@ def test_train_py_streams_from_an_s3_server_and_reuses_its_cache(shards, tmp_pat
     )  # once each: epoch 2 hits the cache
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug (issue 7): after a mid-epoch resume the rest of epoch 0 is exact, but "
-    "litdata's loader then yields no batch in epoch 1",
-)
 def test_a_stop_mid_epoch_resumes_the_shard_stream_exactly(shards, tmp_path, monkeypatch, capfd):
     """SIGTERM after step 5 of epoch 0 (8 per epoch), then resume=true: every step's
     train/loss equals the uninterrupted run's, so the stream continued with the next

@@ -38,6 +38,28 @@ class EncodedImages(StreamingDataset):
         return call_seeded(seed, self.image_transform, image), item["label"]
 
 
+class EpochStreamingDataLoader(StreamingDataLoader):
+    """litdata's loader, resuming only the epoch its checkpoint was taken in.
+
+    After ``load_state_dict`` litdata sets ``restore`` and clears it only when an iterator
+    runs to exhaustion. Lightning stops after the epoch's last batch without exhausting it,
+    so the next epoch "resumed" the finished one and yielded nothing. Here ``restore``
+    applies to the first iterator after a load only.
+    """
+
+    _resuming = False
+
+    def load_state_dict(self, obj: dict) -> None:
+        super().load_state_dict(obj)
+        self._resuming = self.restore
+
+    def __iter__(self):
+        if not self._resuming:
+            self.restore = False
+        self._resuming = False
+        return super().__iter__()
+
+
 class StreamDataModule(ImageDataModule):
     """``root`` holds train/ and val/ shards; val serves as validation and test split."""
 
@@ -97,7 +119,7 @@ class StreamDataModule(ImageDataModule):
             self.val_set = self.test_set = self._split("val", train=False)
 
     def _stream_loader(self, dataset: EncodedImages, batch_size: int) -> StreamingDataLoader:
-        return StreamingDataLoader(
+        return EpochStreamingDataLoader(
             dataset,
             batch_size=batch_size,
             num_workers=self.num_workers,
