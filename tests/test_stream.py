@@ -251,3 +251,66 @@ def test_a_stop_mid_epoch_resumes_the_shard_stream_exactly(shards, tmp_path, mon
     straight = losses_by_step(tmp_path / "train" / "runs" / "straight")
     assert len(straight) == 16  # 60 samples / 7 = 8 full batches per epoch
     assert losses_by_step(tmp_path / "train" / "runs" / "cut") == straight
+
+
+def test_two_ranks_split_every_epoch_and_resume_on_another_number_of_ranks(
+    shards, tmp_path, monkeypatch
+):
+    """litdata's guarantees, checked with 2 gloo ranks (batches of 4, 60 training and 21
+    validation images): every epoch is split without overlap (training drops fewer than a
+    global batch to keep the ranks equal; evaluation drops and repeats nothing), in a new
+    order every epoch. An epoch cut on 1 rank and resumed on 2, or cut on 2 and resumed on
+    1, continues the original order exactly when the cut is a multiple of the new global
+    batch; otherwise the cut is rounded down and at most a global batch is read twice."""
+    import torch
+    from stream_ranks import sample_ids, stream_module
+
+    root, _ = shards
+    shards_dir = root / "shards"
+    monkeypatch.setenv("PL_GLOBAL_SEED", "7")  # stream_module seeds; restored after the test
+    train = stream_module(shards_dir).train_dataloader()
+    one = {"epoch0": sample_ids(train), "epoch1": sample_ids(train)}
+    for name, batches in (("state1", 4), ("state1_odd", 3)):  # 16 and 12 samples
+        cut = stream_module(shards_dir).train_dataloader()  # a new data set, as in a new run
+        one[f"before_{name}"] = sample_ids(cut, limit=batches)
+        torch.save(cut.state_dict(), tmp_path / f"{name}.pt")
+
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "stream_ranks.py"), str(shards_dir), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+    resumed = stream_module(shards_dir).train_dataloader()
+    resumed.load_state_dict(torch.load(tmp_path / "state2.pt", weights_only=True))
+    one["after_state2"], one["next_epoch"] = sample_ids(resumed), sample_ids(resumed)
+
+    everything = set(one["epoch0"])
+    assert len(everything) == len(one["epoch0"]) == 60  # ids identify the 60 images
+    for epoch in ("epoch0", "epoch1"):
+        assert len(r0[epoch]) == len(r1[epoch])
+        assert not set(r0[epoch]) & set(r1[epoch])
+        union = set(r0[epoch]) | set(r1[epoch])
+        assert union <= everything and len(everything) - len(union) < 2 * 4
+    assert r0["epoch0"] != r0["epoch1"] and one["epoch0"] != one["epoch1"]
+    assert not set(r0["val"]) & set(r1["val"])
+    assert len(r0["val"]) + len(r1["val"]) == 21 == len(set(r0["val"]) | set(r1["val"]))
+
+    def merged(ids0, ids1):
+        """The global order of 2 ranks' batches (they alternate, as in a step)."""
+        return [i for b in range(0, len(ids0), 4) for ids in (ids0, ids1) for i in ids[b : b + 4]]
+
+    # 1 rank -> 2 ranks after 16 samples: the 1-rank order goes on, split between the
+    # ranks, up to the last full global batch (drop_last).
+    assert merged(r0["after_state1"], r1["after_state1"]) == one["epoch0"][16:56]
+    # After 12 samples (not a multiple of 8): resumed from 8, so 4 samples come twice.
+    assert merged(r0["after_state1_odd"], r1["after_state1_odd"]) == one["epoch0"][8:56]
+    # 2 ranks -> 1 rank after 3 batches each: the 2-rank order goes on; the next epoch is
+    # the 1-rank run's.
+    two = merged(r0["epoch0"], r1["epoch0"])
+    assert merged(r0["before_state2"], r1["before_state2"]) == two[:24]
+    assert one["after_state2"] == two[24:]
+    assert one["next_epoch"] == one["epoch1"]
