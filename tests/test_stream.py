@@ -224,9 +224,10 @@ def test_train_py_streams_from_an_s3_server_and_reuses_its_cache(shards, tmp_pat
 
 
 def test_a_stop_mid_epoch_resumes_the_shard_stream_exactly(shards, tmp_path, monkeypatch, capfd):
-    """SIGTERM after step 5 of epoch 0 (8 per epoch), then resume=true: every step's
-    train/loss equals the uninterrupted run's, so the stream continued with the next
-    unseen samples (litdata's loader state is in the checkpoint)."""
+    """SIGTERM after step 5 of epoch 0 (8 per epoch, 2 loader workers), then resume=true:
+    every step's train/loss equals the uninterrupted run's, in the rest of epoch 0 and in
+    epoch 1, so the stream continued with the next unseen samples (litdata's loader state
+    is in the checkpoint) and started the next epoch afresh."""
     from test_resilience import losses_by_step, stop_at
 
     root, _ = shards
@@ -239,7 +240,7 @@ def test_a_stop_mid_epoch_resumes_the_shard_stream_exactly(shards, tmp_path, mon
         "data=stream",
         f"data.root={root / 'shards'}",
         "data.num_classes=3",
-        "data.num_workers=0",
+        "data.num_workers=2",
         "data.batch_size=7",
         f"paths.log_dir={tmp_path}",
     ]
