@@ -41,10 +41,16 @@ def main():
     parser.add_argument("out", type=Path, help="the output directory")
     parser.add_argument("--chunk-mb", type=float, default=64, help="chunk size in MB")
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--overwrite", action="store_true", help="replace shards in out")
     args = parser.parse_args()
     for split in ("train", "val"):
         if not (args.folder / split).is_dir():
             sys.exit(f"error: no {split}/ under {args.folder}: expected {split}/<class>/<image>")
+        if (args.out / split / "index.json").exists() and not args.overwrite:
+            sys.exit(
+                f"error: {args.out / split} already holds shards: choose another output "
+                "directory, or pass --overwrite to replace them"
+            )
     classes, class_to_idx = find_classes(str(args.folder / "train"))
     args.out.mkdir(parents=True, exist_ok=True)
     summary = {"classes": len(classes)}
@@ -65,7 +71,7 @@ def main():
             # No chunk compression: encoded images are compressed already, and litdata 0.2.76
             # unpacks compressed local chunks in place (the shard dir changes when read).
             num_workers=min(args.workers, max(1, len(files))),
-            mode="overwrite",
+            mode="overwrite",  # refused above unless --overwrite
             reorder_files=False,  # keep the folder's order: reproducible shards
         )
         skipped = [line for line in skipped_list.read_text().splitlines() if line]

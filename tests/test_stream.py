@@ -70,6 +70,25 @@ def test_shards_round_trip_every_image_pixel_equal_with_its_label(shards):
         assert got == expected, split
 
 
+def test_make_shards_refuses_to_overwrite_shards(shards):
+    root, _ = shards
+    index = root / "shards" / "train" / "index.json"
+    before = index.read_bytes()
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "make_shards.py"),
+            str(root / "folder"),
+            str(root / "shards"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0 and "--overwrite" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and index.read_bytes() == before
+
+
 def test_train_py_trains_from_local_shards(shards, tmp_path, monkeypatch):
     root, _ = shards
     argv = [
