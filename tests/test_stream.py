@@ -120,95 +120,17 @@ def test_missing_shards_stop_with_one_line(tmp_path, monkeypatch, capfd):
     assert "make_shards.py" in capfd.readouterr().err
 
 
-def tls_files(folder):
-    """A CA and a server certificate for 127.0.0.1 signed by it (obstore, litdata's S3
-    reader, refuses plain http and certificates that are their own CA)."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = datetime.datetime.now(datetime.timezone.utc)
-
-    def certificate(subject, issuer, key, signer, ca):
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
-            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1))
-            .not_valid_after(now + datetime.timedelta(hours=2))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        )
-        if not ca:
-            san = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
-            builder = builder.add_extension(san, critical=False).add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
-            )
-        return builder.sign(signer, hashes.SHA256())
-
-    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    pem = serialization.Encoding.PEM
-    (folder / "ca.pem").write_bytes(
-        certificate("test CA", "test CA", ca_key, ca_key, True).public_bytes(pem)
-    )
-    (folder / "cert.pem").write_bytes(
-        certificate("127.0.0.1", "test CA", key, ca_key, False).public_bytes(pem)
-    )
-    (folder / "key.pem").write_bytes(
-        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return folder / "ca.pem", folder / "cert.pem", folder / "key.pem"
-
-
 def test_train_py_streams_from_an_s3_server_and_reuses_its_cache(shards, tmp_path):
-    """moto's S3 on loopback (TLS), shards uploaded with the S3 API, 2 epochs from s3://:
-    every chunk is downloaded once into data.cache_dir and read from there in epoch 2."""
-    import collections
+    """moto's S3 on loopback (TLS, scripts/loopback_s3.py), shards uploaded with the S3
+    API, 2 epochs from s3://: every chunk is downloaded once into data.cache_dir and read
+    from there in epoch 2."""
     import os
-    import threading
 
-    import boto3
-    from moto.server import DomainDispatcherApplication, create_backend_app
-    from werkzeug.serving import make_server
+    from loopback_s3 import loopback_s3
 
     root, _ = shards
-    ca, cert, key = tls_files(tmp_path)
-    gets = collections.Counter()
-    app = DomainDispatcherApplication(create_backend_app)
-
-    def counting(environ, start_response):
-        if environ["REQUEST_METHOD"] == "GET":
-            gets[environ["PATH_INFO"]] += 1
-        return app(environ, start_response)
-
-    server = make_server("127.0.0.1", 0, counting, threaded=True, ssl_context=(str(cert), str(key)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    env = {
-        "AWS_ENDPOINT_URL": f"https://127.0.0.1:{server.server_port}",
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "AWS_REGION": "us-east-1",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_CA_BUNDLE": str(ca),  # boto3
-        "SSL_CERT_FILE": str(ca),  # obstore
-    }
-    try:
-        s3 = boto3.client(
-            "s3",
-            **{"endpoint_url": env["AWS_ENDPOINT_URL"], "verify": str(ca)},
-            aws_access_key_id="test",
-            aws_secret_access_key="test",
-            region_name="us-east-1",
-        )
-        s3.create_bucket(Bucket="data")
-        for path in (root / "shards").rglob("*"):
-            if path.is_file():
-                s3.upload_file(str(path), "data", f"shards/{path.relative_to(root / 'shards')}")
+    with loopback_s3(tmp_path) as s3:
+        s3.upload(root / "shards", "s3://data/shards")
         result = subprocess.run(
             [
                 sys.executable,
@@ -224,22 +146,18 @@ def test_train_py_streams_from_an_s3_server_and_reuses_its_cache(shards, tmp_pat
                 f"paths.log_dir={tmp_path}",
                 "run_name=s3",
             ],
-            env={**os.environ, **env},
+            env={**os.environ, **s3.env},
             capture_output=True,
             text=True,
             timeout=300,
             cwd=tmp_path,
         )
-    finally:
-        server.shutdown()
     assert result.returncode == 0, result.stderr[-3000:]
-    chunk_gets = {p: n for p, n in gets.items() if p.endswith(".bin")}
+    chunk_gets = {p: n for p, n in s3.gets.items() if p.endswith(".bin")}
     cached = sorted((tmp_path / "cache").rglob("chunk-*.bin"))
     train_chunks = json.loads((root / "shards" / "train" / "index.json").read_text())["chunks"]
     assert len([p for p in cached if p.parent.name == "train"]) == len(train_chunks)
-    assert chunk_gets and set(chunk_gets.values()) == {1}, (
-        chunk_gets
-    )  # once each: epoch 2 hits the cache
+    assert chunk_gets and set(chunk_gets.values()) == {1}, chunk_gets  # epoch 2: the cache
 
 
 def test_a_stop_mid_epoch_resumes_the_shard_stream_exactly(shards, tmp_path, monkeypatch, capfd):
