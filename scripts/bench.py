@@ -67,11 +67,13 @@ def main():
     import bench_masks
     import bench_memory
     import bench_step
+    import bench_stream
 
     masks = bench_masks.bench()
     images, labels = make_batch()
     step = bench_step.bench(make_ijepa, images, labels)
     memory = bench_memory.bench(make_ijepa, images)
+    stream = bench_stream.bench()
     comm = bench_comm.bench()  # last: its 2-process runs would disturb the timings above
     text = f"""# Benchmarks
 
@@ -109,6 +111,12 @@ Same model and batch, one training step on {memory["device"]}: {memory["what"]}.
 | no checkpointing | {memory["plain_mib"]:.0f} |
 | `model.encoder.grad_checkpointing=true` | {memory["checkpointed_mib"]:.0f} |
 | **checkpointed / plain** | **{memory["ratio"]:.2f}** |
+
+## Data loading: image folder vs shards vs S3 (scripts/bench_stream.py)
+
+Images/s delivered to the training loop by trainlab's data modules.
+
+{bench_stream.table(stream)}
 
 ## DDP comm hooks: bytes per step and loss (scripts/bench_comm.py)
 

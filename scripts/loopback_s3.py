@@ -13,6 +13,7 @@ is served by werkzeug (what `moto_server` runs) in a thread, so GET requests can
 import collections
 import datetime
 import ipaddress
+import logging
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -100,6 +101,7 @@ def loopback_s3(folder: Path):
             s3.gets[environ["PATH_INFO"]] += 1
         return app(environ, start_response)
 
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # not a line per request
     server = make_server("127.0.0.1", 0, counting, threaded=True, ssl_context=(str(cert), str(key)))
     s3.env.update(
         AWS_ENDPOINT_URL=f"https://127.0.0.1:{server.server_port}",

@@ -1,5 +1,6 @@
 """Streaming shards (litdata): made from an image folder they round-trip exactly, skip and
-list bad files, and train.py trains from them with data=stream."""
+list bad files; train.py trains from them with data=stream, from disk and from S3; a stop
+mid-epoch resumes exactly; 2 ranks split every epoch and resume elastically."""
 
 import io
 import json

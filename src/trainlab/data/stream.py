@@ -1,13 +1,15 @@
 """Sharded image streams (scripts/make_shards.py) from a local directory or an S3-compatible
-object store, through litdata, Lightning's streaming library.
+object store, through litdata, Lightning's streaming library (README: why litdata).
 
-litdata splits each epoch's chunks over ranks and workers (by its documentation no sample
-twice in an epoch, and no padding when drop_last is off, as for evaluation), shuffles from
-the seed each epoch, caches downloaded chunks on local disk within a size limit, and its
-StreamingDataLoader has a state_dict, so Lightning checkpoints the position in an epoch.
-What is added here: decoding the stored bytes, and the augmentation, seeded per sample as
-in data/sampler.py. Tested (tests/test_stream.py): local shards, and S3 through a loopback
-server with the cache reused; not yet on 2 ranks."""
+litdata splits each epoch's chunks over ranks and workers, shuffles from the seed every
+epoch, caches downloaded chunks on local disk within a size limit, and its loader has a
+state_dict, so Lightning checkpoints the position in an epoch; on another number of ranks
+it resumes the interrupted epoch from the same order (elastic resume). What is added
+here: decoding the stored bytes, the augmentation seeded per sample as in
+data/sampler.py, and a fix for resuming into the next epoch (EpochStreamingDataLoader).
+tests/test_stream.py checks these guarantees on 1 and 2 ranks, and S3 through a loopback
+server with the cache reused.
+"""
 
 import io
 import json
