@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import FAST, ROOT, run_in_process
+from conftest import FAST, ROOT, run_cli, run_in_process
 from PIL import Image
 
 import trainlab.train
@@ -253,3 +253,40 @@ def test_two_ranks_split_every_epoch_and_resume_on_another_number_of_ranks(
     assert merged(r0["before_state2"], r1["before_state2"]) == two[:24]
     assert one["after_state2"] == two[24:]
     assert one["next_epoch"] == one["epoch1"]
+
+
+def test_a_2_rank_run_stopped_mid_epoch_resumes_on_1_device(shards, tmp_path):
+    """train.py, data=stream, 2 gloo ranks (4 steps of 2 x 7 per epoch; validation reads
+    whole chunks per rank, so the ranks get unequal batches): SIGTERM after step 6, two
+    steps into epoch 1. Resumed with trainer.devices=1 from Lightning's checkpoint (rank
+    0's loader state), epoch 1 continues with the 28 samples not read yet: 4 steps of 7,
+    so the run ends at step 10 with every step logged once."""
+    from test_resilience import losses_by_step, stop_at
+
+    root, _ = shards
+    run = [
+        "trainer.max_epochs=2",
+        "trainer.limit_test_batches=1",
+        "trainer.log_every_n_steps=1",
+        "extras.print_config=false",
+        "data=stream",
+        f"data.root={root / 'shards'}",
+        "data.num_classes=3",
+        "data.num_workers=0",
+        "data.batch_size=7",
+        f"paths.log_dir={tmp_path}",
+        "run_name=elastic",
+        "resume=true",
+    ]
+    two = ["trainer.accelerator=cpu", "trainer.devices=2", "strategy=ddp", *stop_at(6)]
+    env = {"PYTHONPATH": str(ROOT / "tests")}
+    first = run_cli("train.py", *run, *two, cwd=tmp_path, env=env, timeout=400)
+    assert first.returncode == 128 + 15, first.stderr[-3000:]
+    second = run_cli("train.py", *run, "trainer.devices=1", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    run_dir = tmp_path / "train" / "runs" / "elastic"
+    assert sorted(losses_by_step(run_dir)) == list(range(10))
+    assert [s["world_size"] for s in json.loads((run_dir / "meta.json").read_text())["starts"]] == [
+        2,
+        1,
+    ]
