@@ -49,15 +49,16 @@ def stop_at(step: int, signal_name: str = "SIGTERM") -> list[str]:
 
 
 def test_sigterm_mid_epoch_saves_and_the_resume_is_exact(tmp_path, monkeypatch, capfd):
-    """Stopped by SIGTERM after step 4 (of 6 in epoch 0), then resumed: every step's
-    train/loss equals the uninterrupted run's, bitwise; no row of the first part is lost."""
+    """SIGTERM after step 8 (of 6 per epoch) stops the run after the next one, step 9,
+    mid-epoch 1; resumed, every step's train/loss equals the uninterrupted run's, bitwise,
+    and no row of the first part is lost."""
     assert train_in_process(monkeypatch, tmp_path, *SHORT, "run_name=straight") == 0
     cut = [*SHORT, "run_name=cut", "resume=true"]
     assert train_in_process(monkeypatch, tmp_path, *cut, *stop_at(8)) == 128 + signal.SIGTERM
-    assert "stopped by SIGTERM at step 8" in capfd.readouterr().err
+    assert "stopped by SIGTERM at step 9" in capfd.readouterr().err
     run_dir = tmp_path / "train" / "runs" / "cut"
     assert "starting fresh" in (run_dir / "train.log").read_text()  # resume=true, no checkpoint
-    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 8
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 9
     assert train_in_process(monkeypatch, tmp_path, *cut) == 0
     expected = losses_by_step(tmp_path / "train" / "runs" / "straight")
     assert sorted(expected) == list(range(12))
@@ -65,11 +66,12 @@ def test_sigterm_mid_epoch_saves_and_the_resume_is_exact(tmp_path, monkeypatch, 
 
 
 def test_sigusr1_saves_last_checkpoint_and_exits(tmp_path, monkeypatch, capfd):
+    """SIGUSR1 after step 2: the run stops after the next step, saves and exits 128 + 10."""
     run = [*FAST, "run_name=usr1", "model.encoder.depth=1"]
     assert train_in_process(monkeypatch, tmp_path, *run, *stop_at(2, "SIGUSR1")) == 128 + 10
-    assert "stopped by SIGUSR1 at step 2" in capfd.readouterr().err
+    assert "stopped by SIGUSR1 at step 3" in capfd.readouterr().err
     last = tmp_path / "train" / "runs" / "usr1" / "checkpoints" / "last.ckpt"
-    assert torch.load(last, weights_only=True)["global_step"] == 2
+    assert torch.load(last, weights_only=True)["global_step"] == 3
     assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL  # handlers restored
 
 

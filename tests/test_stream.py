@@ -257,10 +257,11 @@ def test_two_ranks_split_every_epoch_and_resume_on_another_number_of_ranks(
 
 def test_a_2_rank_run_stopped_mid_epoch_resumes_on_1_device(shards, tmp_path):
     """train.py, data=stream, 2 gloo ranks (4 steps of 2 x 7 per epoch; validation reads
-    whole chunks per rank, so the ranks get unequal batches): SIGTERM after step 6, two
-    steps into epoch 1. Resumed with trainer.devices=1 from Lightning's checkpoint (rank
-    0's loader state), epoch 1 continues with the 28 samples not read yet: 4 steps of 7,
-    so the run ends at step 10 with every step logged once."""
+    whole chunks per rank, so the ranks get unequal batches): SIGTERM to rank 0 after step
+    6; the ranks agree on it at the next batch and stop after step 7, three steps into
+    epoch 1 (42 of 56 samples read). Resumed with trainer.devices=1 from Lightning's
+    checkpoint (rank 0's loader state), epoch 1 continues with the 14 samples not read:
+    2 steps of 7, so the run ends after 9 steps, every step logged once."""
     from test_resilience import losses_by_step, stop_at
 
     root, _ = shards
@@ -285,7 +286,7 @@ def test_a_2_rank_run_stopped_mid_epoch_resumes_on_1_device(shards, tmp_path):
     second = run_cli("train.py", *run, "trainer.devices=1", cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
     run_dir = tmp_path / "train" / "runs" / "elastic"
-    assert sorted(losses_by_step(run_dir)) == list(range(10))
+    assert sorted(losses_by_step(run_dir)) == list(range(9))
     assert [s["world_size"] for s in json.loads((run_dir / "meta.json").read_text())["starts"]] == [
         2,
         1,

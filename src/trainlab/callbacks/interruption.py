@@ -1,20 +1,26 @@
 """Checkpoints where a run stopped: last.ckpt on SIGTERM / SIGUSR1, on_exception.ckpt on an error.
 
-Lightning turns SIGTERM into a SIGTERMException at the next batch, on every rank at once,
-and calls ``on_exception``; here that saves last.ckpt, which ``resume=true`` continues
-from. SIGUSR1 (the usual pre-emption notice) is routed to the same path, except under
-SLURM with auto-requeue, where Lightning's own SIGUSR1 handler saves and requeues.
+SIGTERM stops training at the same batch on every rank with a SIGTERMException, and
+Lightning calls ``on_exception``; here that saves last.ckpt, which ``resume=true``
+continues from. SIGUSR1 (the usual pre-emption notice) is routed to the same path, except
+under SLURM with auto-requeue, where Lightning's own SIGUSR1 handler saves and requeues.
+
+Lightning's SIGTERM handler broadcasts from inside the handler, which runs wherever the
+signal lands, possibly inside another collective, and each rank then stops at its own
+next batch: 2 gloo ranks deadlocked here. So the handler here only notes the signal, and
+the ranks agree at the start of each training batch and at the epoch's end (one all-reduce
+of a flag) before Lightning's stop flag is set on all of them at once.
 
 On any other exception Lightning's OnExceptionCheckpoint calls ``trainer.save_checkpoint``,
 whose barrier waits for every rank: when one rank fails alone, it hangs until the process
 group times out. Here the failing rank writes its own state without any collective.
 """
 
-import os
 import signal
 from pathlib import Path
 
 import lightning as L
+import torch
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 from lightning.pytorch.strategies import ModelParallelStrategy
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -29,18 +35,37 @@ class InterruptionCheckpoint(L.Callback):
         self.dirpath = Path(dirpath)
         self.signal: signal.Signals | None = None  # the signal that stopped the run, if one did
         self._previous_usr1 = None
+        self._received = False  # a stop signal reached this process, not yet agreed on
 
     # -- signals ---------------------------------------------------------------------------
     def on_train_start(self, trainer: L.Trainer, pl_module) -> None:
         # After Lightning registered its handlers: it restores what it found at the end.
-        self.signal = None
+        self.signal, self._received = None, False
+        # Replaces Lightning's handler; Lightning restores the original one at teardown.
+        signal.signal(signal.SIGTERM, self._on_sigterm)
         env = trainer._accelerator_connector.cluster_environment
         if not (isinstance(env, SLURMEnvironment) and env.auto_requeue):
             self._previous_usr1 = signal.signal(signal.SIGUSR1, self._on_sigusr1)
 
+    def _on_sigterm(self, signum, frame) -> None:
+        self._received = True  # no collective here: see the module docstring
+        log.info(f"received {signal.Signals(signum).name}: stopping at the next batch")
+
     def _on_sigusr1(self, signum, frame) -> None:
         self.signal = signal.SIGUSR1
-        os.kill(os.getpid(), signal.SIGTERM)  # Lightning's pre-emption path, on every rank
+        self._on_sigterm(signal.SIGTERM, frame)
+
+    def _agree_to_stop(self, trainer: L.Trainer) -> None:
+        """Every rank calls this at the same point: stop if a signal reached any rank."""
+        flag = torch.tensor(float(self._received), device=trainer.strategy.root_device)
+        if trainer.strategy.reduce(flag, reduce_op="max").item() > 0:
+            trainer._signal_connector.received_sigterm = True  # Lightning stops after the batch
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module, batch, batch_idx) -> None:
+        self._agree_to_stop(trainer)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module) -> None:
+        self._agree_to_stop(trainer)  # a signal during the epoch's last validation
 
     def _restore_sigusr1(self) -> None:
         if self._previous_usr1 is not None:
