@@ -256,17 +256,19 @@ def test_two_ranks_split_every_epoch_and_resume_on_another_number_of_ranks(
 
 
 def test_a_2_rank_run_stopped_mid_epoch_resumes_on_1_device(shards, tmp_path):
-    """train.py, data=stream, 2 gloo ranks (4 steps of 2 x 7 per epoch; validation reads
-    whole chunks per rank, so the ranks get unequal batches): SIGTERM to rank 0 after step
-    6; the ranks agree on it at the next batch and stop after step 7, three steps into
-    epoch 1 (42 of 56 samples read). Resumed with trainer.devices=1 from Lightning's
-    checkpoint (rank 0's loader state), epoch 1 continues with the 14 samples not read:
-    2 steps of 7, so the run ends after 9 steps, every step logged once."""
+    """train.py, data=stream, 2 gloo ranks, 4 steps of 2 x 7 per epoch, validation after
+    every 2 steps (validation reads whole chunks per rank, so the ranks get unequal
+    batches). SIGTERM to rank 0 after step 5: the ranks agree on it at the next batch and
+    stop together where validation would start after step 6, two steps into epoch 1 (28
+    of 56 samples read). Resumed with trainer.devices=1 from Lightning's checkpoint (rank 0's loader
+    state), epoch 1 continues with the 28 samples not read: 4 steps of 7, so the run ends
+    after 10 steps, every step logged once."""
     from test_resilience import losses_by_step, stop_at
 
     root, _ = shards
     run = [
         "trainer.max_epochs=2",
+        "+trainer.val_check_interval=2",
         "trainer.limit_test_batches=1",
         "trainer.log_every_n_steps=1",
         "extras.print_config=false",
@@ -279,14 +281,14 @@ def test_a_2_rank_run_stopped_mid_epoch_resumes_on_1_device(shards, tmp_path):
         "run_name=elastic",
         "resume=true",
     ]
-    two = ["trainer.accelerator=cpu", "trainer.devices=2", "strategy=ddp", *stop_at(6)]
+    two = ["trainer.accelerator=cpu", "trainer.devices=2", "strategy=ddp", *stop_at(5)]
     env = {"PYTHONPATH": str(ROOT / "tests")}
     first = run_cli("train.py", *run, *two, cwd=tmp_path, env=env, timeout=400)
     assert first.returncode == 128 + 15, first.stderr[-3000:]
     second = run_cli("train.py", *run, "trainer.devices=1", cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
     run_dir = tmp_path / "train" / "runs" / "elastic"
-    assert sorted(losses_by_step(run_dir)) == list(range(9))
+    assert sorted(losses_by_step(run_dir)) == list(range(10))
     assert [s["world_size"] for s in json.loads((run_dir / "meta.json").read_text())["starts"]] == [
         2,
         1,

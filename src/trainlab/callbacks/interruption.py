@@ -67,6 +67,14 @@ class InterruptionCheckpoint(L.Callback):
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module) -> None:
         self._agree_to_stop(trainer)  # a signal during the epoch's last validation
 
+    def on_validation_start(self, trainer: L.Trainer, pl_module) -> None:
+        # Lightning ends validation at each rank's next batch once the stop flag is set, but
+        # ranks may hold different numbers of validation batches (data=stream reads whole
+        # chunks): one rank would stop while another waits in the metric sync. So a
+        # training stop agreed on before validation happens here, on every rank at once.
+        if trainer.state.fn == "fit" and trainer.received_sigterm:
+            raise SIGTERMException
+
     def _restore_sigusr1(self) -> None:
         if self._previous_usr1 is not None:
             signal.signal(signal.SIGUSR1, self._previous_usr1)
