@@ -29,6 +29,7 @@ class NonFiniteGuard(L.Callback):
             return
         grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
         local = [getattr(g, "_local_tensor", g) for g in grads]  # FSDP2: this rank's shard
+        local = [g for g in local if g.numel()]  # a small parameter's shard can be empty
         # One fused max-norm over all gradients (no overflow): NaN or inf exactly when one is.
         norm = torch.nn.utils.get_total_norm(local, norm_type=float("inf")) if local else None
         finite = True if norm is None else bool(norm.isfinite())

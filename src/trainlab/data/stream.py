@@ -16,13 +16,17 @@ import json
 import os
 from pathlib import Path
 
+from lightning.pytorch.strategies import ModelParallelStrategy
 from litdata import StreamingDataLoader, StreamingDataset
 from litdata.streaming.resolver import Dir
 from PIL import Image
 
 from trainlab.data.base import ImageDataModule
 from trainlab.utils.errors import DataError
+from trainlab.utils.logging import get_logger
 from trainlab.utils.seeding import call_seeded, derived_seed, run_seed
+
+log = get_logger(__name__)
 
 
 class EncodedImages(StreamingDataset):
@@ -109,11 +113,24 @@ class StreamDataModule(ImageDataModule):
             image_transform=self.transform(train=train),
             mode="L" if self.in_chans == 1 else "RGB",
             shuffle=train,
-            drop_last=train,  # evaluation sees every sample exactly once
+            drop_last=train or self._sharded_model(),
             seed=run_seed(),
             max_cache_size=self.max_cache_size,
             storage_options=options,
         )
+
+    def _sharded_model(self) -> bool:
+        """Under FSDP every forward is a collective, so every rank needs the same number of
+        evaluation batches; litdata's evaluation split without drop_last (every sample
+        exactly once, as under DDP) gives whole chunks per rank, unequal counts."""
+        strategy = self.trainer.strategy if self.trainer else None
+        if not isinstance(strategy, ModelParallelStrategy) or strategy.world_size < 2:
+            return False
+        log.warning(
+            "data=stream under FSDP: evaluation drops a few samples so that every rank gets "
+            "as many batches (val/test metrics then miss them); strategy=ddp evaluates all"
+        )
+        return True
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is None:
