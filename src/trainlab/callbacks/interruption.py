@@ -9,7 +9,8 @@ Lightning's SIGTERM handler broadcasts from inside the handler, which runs where
 signal lands, possibly inside another collective, and each rank then stops at its own
 next batch: 2 gloo ranks deadlocked here. So the handler here only notes the signal, and
 the ranks agree at the start of each training batch and at the epoch's end (one all-reduce
-of a flag) before Lightning's stop flag is set on all of them at once.
+of a flag) before Lightning's stop flag is set on all of them at once; they stop after
+that batch, or at the start of a validation that would follow it.
 
 On any other exception Lightning's OnExceptionCheckpoint calls ``trainer.save_checkpoint``,
 whose barrier waits for every rank: when one rank fails alone, it hangs until the process
@@ -57,8 +58,11 @@ class InterruptionCheckpoint(L.Callback):
 
     def _agree_to_stop(self, trainer: L.Trainer) -> None:
         """Every rank calls this at the same point: stop if a signal reached any rank."""
-        flag = torch.tensor(float(self._received), device=trainer.strategy.root_device)
-        if trainer.strategy.reduce(flag, reduce_op="max").item() > 0:
+        received = self._received
+        if trainer.world_size > 1:  # one process needs no agreement (nor a device sync)
+            flag = torch.tensor(float(received), device=trainer.strategy.root_device)
+            received = trainer.strategy.reduce(flag, reduce_op="max").item() > 0
+        if received:
             trainer._signal_connector.received_sigterm = True  # Lightning stops after the batch
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module, batch, batch_idx) -> None:
