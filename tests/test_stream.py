@@ -260,9 +260,9 @@ def test_a_2_rank_run_stopped_mid_epoch_resumes_on_1_device(shards, tmp_path):
     every 2 steps (validation reads whole chunks per rank, so the ranks get unequal
     batches). SIGTERM to rank 0 after step 5: the ranks agree on it at the next batch and
     stop together where validation would start after step 6, two steps into epoch 1 (28
-    of 56 samples read). Resumed with trainer.devices=1 from Lightning's checkpoint (rank 0's loader
-    state), epoch 1 continues with the 28 samples not read: 4 steps of 7, so the run ends
-    after 10 steps, every step logged once."""
+    of 56 samples read). Resumed with trainer.devices=1 from Lightning's checkpoint (rank
+    0's loader state), epoch 1 continues with the 28 samples not read: 4 steps of 7, so
+    the run ends after 10 steps, every step logged once."""
     from test_resilience import losses_by_step, stop_at
 
     root, _ = shards
@@ -289,7 +289,5 @@ def test_a_2_rank_run_stopped_mid_epoch_resumes_on_1_device(shards, tmp_path):
     assert second.returncode == 0, second.stderr[-3000:]
     run_dir = tmp_path / "train" / "runs" / "elastic"
     assert sorted(losses_by_step(run_dir)) == list(range(10))
-    assert [s["world_size"] for s in json.loads((run_dir / "meta.json").read_text())["starts"]] == [
-        2,
-        1,
-    ]
+    starts = json.loads((run_dir / "meta.json").read_text())["starts"]
+    assert [start["world_size"] for start in starts] == [2, 1]
