@@ -4,8 +4,9 @@
     aws s3 sync /data/imagenet-shards s3://my-bucket/imagenet-shards   # to stream from S3
 
 Each split becomes chunks (about --chunk-mb each) of the images' original encoded
-(compressed) bytes plus their class index, and an index.json; `classes.json` holds the class names. The
-bytes are not re-encoded, so an image read back decodes to exactly the pixels of its file.
+(compressed) bytes plus their class index, and an index.json; `classes.json` holds the
+class names. The bytes are not re-encoded, so an image read back decodes to exactly the
+pixels of its file.
 Files that cannot be decoded are skipped and listed (`<split>.skipped.txt` and the
 summary), never dropped without a count.
 """

@@ -48,6 +48,18 @@ def shards(tmp_path_factory):
     return root, json.loads(result.stdout[result.stdout.index("{") :])
 
 
+def stream_run(root, batch_size: int, workers: int = 0) -> list[str]:
+    """train.py overrides for the fixture's shards (a directory or an s3:// URI)."""
+    return [
+        "extras.print_config=false",
+        "data=stream",
+        f"data.root={root}",
+        "data.num_classes=3",
+        f"data.num_workers={workers}",
+        f"data.batch_size={batch_size}",
+    ]
+
+
 def test_shards_round_trip_every_image_pixel_equal_with_its_label(shards):
     from litdata import StreamingDataset
 
@@ -95,11 +107,7 @@ def test_train_py_trains_from_local_shards(shards, tmp_path, monkeypatch):
     argv = [
         "train.py",
         *FAST,
-        "data=stream",
-        f"data.root={root / 'shards'}",
-        "data.num_classes=3",
-        "data.num_workers=0",
-        "data.batch_size=8",
+        *stream_run(root / "shards", batch_size=8),
         f"paths.log_dir={tmp_path}",
         "run_name=s",
     ]
@@ -136,14 +144,9 @@ def test_train_py_streams_from_an_s3_server_and_reuses_its_cache(shards, tmp_pat
             [
                 sys.executable,
                 str(ROOT / "train.py"),
-                "data=stream",
-                "data.root=s3://data/shards",
+                *stream_run("s3://data/shards", batch_size=8),
                 f"data.cache_dir={tmp_path / 'cache'}",
-                "data.num_classes=3",
-                "data.num_workers=0",
-                "data.batch_size=8",
                 "trainer.max_epochs=2",
-                "extras.print_config=false",
                 f"paths.log_dir={tmp_path}",
                 "run_name=s3",
             ],
@@ -174,12 +177,7 @@ def test_a_stop_mid_epoch_resumes_the_shard_stream_exactly(shards, tmp_path, mon
         "trainer.limit_val_batches=1",
         "trainer.limit_test_batches=1",
         "trainer.log_every_n_steps=1",
-        "extras.print_config=false",
-        "data=stream",
-        f"data.root={root / 'shards'}",
-        "data.num_classes=3",
-        "data.num_workers=2",
-        "data.batch_size=7",
+        *stream_run(root / "shards", batch_size=7, workers=2),
         f"paths.log_dir={tmp_path}",
     ]
     main = trainlab.train.main
@@ -271,12 +269,7 @@ def test_a_2_rank_run_stopped_mid_epoch_resumes_on_1_device(shards, tmp_path):
         "+trainer.val_check_interval=2",
         "trainer.limit_test_batches=1",
         "trainer.log_every_n_steps=1",
-        "extras.print_config=false",
-        "data=stream",
-        f"data.root={root / 'shards'}",
-        "data.num_classes=3",
-        "data.num_workers=0",
-        "data.batch_size=7",
+        *stream_run(root / "shards", batch_size=7),
         f"paths.log_dir={tmp_path}",
         "run_name=elastic",
         "resume=true",

@@ -97,10 +97,11 @@ class StreamDataModule(ImageDataModule):
                     f"python scripts/make_shards.py <image folder> {self.root}"
                 )
         classes = Path(self.root) / "classes.json"
-        if classes.is_file() and len(json.loads(classes.read_text())) != self.num_classes:
+        found = len(json.loads(classes.read_text())) if classes.is_file() else self.num_classes
+        if found != self.num_classes:
             raise DataError(
-                f"{classes} lists {len(json.loads(classes.read_text()))} classes but "
-                f"data.num_classes={self.num_classes}: set data.num_classes to match"
+                f"{classes} lists {found} classes but data.num_classes={self.num_classes}: "
+                "set data.num_classes to match"
             )
 
     def _split(self, split: str, train: bool) -> EncodedImages:
