@@ -1,8 +1,12 @@
-"""Evaluation: test a checkpoint on the test split of the data it was trained on.
+"""Evaluation of a checkpoint, in one of two modes.
 
-``python eval.py ckpt_path=<ckpt>`` at the repo root calls ``main`` here. The data and
-model configs come from the checkpoint's run dir (``<run_dir>/config.yaml``), so the
-architecture always matches the weights.
+``python eval.py ckpt_path=<ckpt>`` (mode=test): the checkpoint's model on the test split of
+the data it was trained on. ``python eval.py mode=features ckpt_path=<ckpt>``: its frozen
+encoder rated by the feature protocol (trainlab.evaluation) next to raw pixels and a random
+encoder. The data and model configs come from the checkpoint's run dir
+(``<run_dir>/config.yaml``), so the architecture always matches the weights; ``data=<name>``
+rates on other data, ``+data.<key>=<value>`` changes one key of the checkpoint's data, and
+``model=ijepa model.encoder...`` describes weights that have no run dir (official, timm).
 """
 
 import time
@@ -10,8 +14,12 @@ from pathlib import Path
 
 import hydra
 import lightning as L
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from trainlab.evaluation.checkpoint import print_ratings, rate_checkpoint
+from trainlab.evaluation.protocol import choices
+from trainlab.evaluation.protocol import metrics as protocol_metrics
 from trainlab.train import CONFIGS
 from trainlab.utils.config_checks import check_config
 from trainlab.utils.console import print_summary
@@ -30,6 +38,61 @@ def train_config_of(ckpt: Path) -> DictConfig:
     return OmegaConf.load(path)
 
 
+def merged_config(cfg: DictConfig, ckpt: Path) -> DictConfig:
+    """Data and model of the checkpoint's run, unless the command line chose them."""
+    path = ckpt.resolve().parent.parent / "config.yaml"
+    train_cfg = OmegaConf.load(path) if path.exists() else None
+    data, model = cfg.get("data"), cfg.get("model")
+    if train_cfg is None and (data is None or model is None or "_target_" not in data):
+        raise UserError(
+            f"{ckpt} has no run dir config ({path}): choose data=<name> and model=ijepa "
+            "with model.encoder.size/patch_size/img_size of the weights"
+        )
+    with open_dict(cfg):
+        if data is None or "_target_" not in data:  # +data.key=value patches the run's data
+            cfg.data = OmegaConf.merge(train_cfg.data, data or {})
+        elif train_cfg is not None and "image_size" not in command_line_data_keys():
+            cfg.data.image_size = train_cfg.data.image_size  # the encoder's input size
+        cfg.model = model if model is not None else train_cfg.model
+        if "init_from" in cfg.model:  # the checkpoint holds the weights; skip the start file
+            cfg.model.init_from = None
+    return cfg
+
+
+def command_line_data_keys() -> set[str]:
+    return {
+        o.split("=")[0].lstrip("+").removeprefix("data.")
+        for o in HydraConfig.get().overrides.task
+        if o.lstrip("+").startswith("data.")
+    }
+
+
+def rate_features(cfg: DictConfig, ckpt: Path, run_dir: Path, start: float) -> dict:
+    """mode=features: the feature protocol's table for the checkpoint's frozen encoder."""
+    datamodule = hydra.utils.instantiate(cfg.data)
+    datamodule.check()
+    encoder_cfg = cfg.model.get("encoder") or cfg.model.net.encoder
+    ratings = rate_checkpoint(
+        encoder_cfg,
+        str(ckpt),
+        datamodule,
+        cfg.features.init_part,
+        cfg.features.baselines,
+        cfg.seed,
+    )
+    metrics = protocol_metrics(ratings)
+    path = write_metrics_json(
+        run_dir,
+        metrics=metrics,
+        chosen=choices(ratings),
+        checkpoints={"evaluated": str(ckpt), "part": cfg.features.init_part},
+        run={"run_dir": str(run_dir), "wall_seconds": round(time.monotonic() - start, 2)},
+    )
+    print_ratings(ratings, f"frozen features of {ckpt.name} ({datamodule.name})")
+    print_summary("eval summary", {"checkpoint": ckpt, "metrics.json": path, **metrics})
+    return metrics
+
+
 def evaluate(cfg: DictConfig) -> dict[str, float]:
     start = time.monotonic()
     ckpt = Path(cfg.ckpt_path)
@@ -37,6 +100,15 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
         raise UserError(
             f"ckpt_path={cfg.ckpt_path} does not exist: pass a .ckpt file from a run dir"
         )
+    if cfg.mode not in ("test", "features"):
+        raise UserError(f"mode={cfg.mode} is not a mode: use mode=test or mode=features")
+    if cfg.mode == "features":
+        cfg = merged_config(cfg, ckpt)
+        run_dir = Path(cfg.paths.output_dir)
+        guard(run_dir)
+        record(run_dir, cfg)
+        L.seed_everything(cfg.seed)
+        return rate_features(cfg, ckpt, run_dir, start)
     train_cfg = train_config_of(ckpt)
     run_dir = Path(cfg.paths.output_dir)
     if is_global_zero():

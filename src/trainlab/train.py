@@ -21,6 +21,9 @@ from trainlab.callbacks.run_stats import RunStats
 from trainlab.callbacks.seed_each_step import SeedEachStep
 from trainlab.distributed.checks import check_launch
 from trainlab.distributed.launcher import launch_ranks_from_config
+from trainlab.evaluation.checkpoint import print_ratings, rate_checkpoint
+from trainlab.evaluation.protocol import choices
+from trainlab.evaluation.protocol import metrics as protocol_metrics
 from trainlab.utils import run_dir as rundir
 from trainlab.utils.batch import per_device_batch, scale_learning_rates
 from trainlab.utils.config_checks import check_config
@@ -70,6 +73,24 @@ def stop_after_signal(trainer: L.Trainer, run_dir: Path) -> None:
             flush=True,
         )
     raise SystemExit(128 + signum)
+
+
+def rate_frozen_features(cfg: DictConfig, ckpt: str, datamodule, metrics: dict):
+    """The feature protocol's table for a pre-training run's checkpoint, in the summary."""
+    if not Path(ckpt).is_file():
+        log.info("no checkpoint written (checkpointing off): frozen features not rated")
+        return metrics, None
+    log.info(f"rating the frozen {cfg.features.init_part} of {ckpt} (features.enabled=false skips)")
+    ratings = rate_checkpoint(
+        cfg.model.encoder,
+        ckpt,
+        datamodule,
+        cfg.features.init_part,
+        cfg.features.baselines,
+        cfg.get("seed") or 0,
+    )
+    print_ratings(ratings, f"frozen features of {Path(ckpt).name} ({datamodule.name})")
+    return {**metrics, **protocol_metrics(ratings)}, choices(ratings)
 
 
 def train(cfg: DictConfig) -> float | None:
@@ -159,6 +180,9 @@ def train(cfg: DictConfig) -> float | None:
         if launcher is not None:
             launcher.finish()  # children done, process group gone: the next job starts clean
 
+    chosen = None
+    if trainer.is_global_zero and cfg.features.enabled and hasattr(model, "target_encoder"):
+        metrics, chosen = rate_frozen_features(cfg, best or str(last_ckpt), datamodule, metrics)
     name = cfg.get("optimized_metric")
     value = metrics.get(name) if name else None
     if trainer.is_global_zero:
@@ -177,6 +201,7 @@ def train(cfg: DictConfig) -> float | None:
             checkpoints=checkpoints,
             run=run,
             optimized_metric={"name": name, "value": value},
+            **({"chosen": chosen} if chosen else {}),
         )
         print_summary(
             "run summary",

@@ -114,6 +114,17 @@ class ImageDataModule(L.LightningDataModule):
         self.val_set = Transformed(val, self.transform(train=False))
         self.test_set = Transformed(test, self.transform(train=False))
 
+    def eval_splits(self) -> dict[str, Dataset]:
+        """Train, val and test, all with the evaluation transform (no augmentation): what a
+        frozen-feature evaluation reads."""
+        self.setup()
+        plain = self.transform(train=False)
+        return {
+            "train": Transformed(self.train_set.dataset, plain),
+            "val": self.val_set,
+            "test": self.test_set,
+        }
+
     def _hold_out(self, train: Dataset) -> tuple[Dataset, Dataset]:
         n_val = round(len(train) * self.val_fraction)
         if not 0 < n_val < len(train):

@@ -1,0 +1,135 @@
+"""The frozen-feature protocol recovers known answers, and eval.py mode=features runs on a
+trainlab checkpoint and on an official-format one."""
+
+import json
+
+import pytest
+import torch
+from conftest import compose_cfg, run_cli
+from hydra.utils import instantiate
+
+from trainlab.evaluation.linear_grid import linear_grid
+from trainlab.evaluation.protocol import knn_choice
+
+SIZES = {"train": 600, "val": 200, "test": 300}
+
+
+def labelled(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {s: torch.randint(0, 10, (n,), generator=g) for s, n in SIZES.items()}
+
+
+def one_view(make):
+    return {"v": {s: make(s) for s in SIZES}}
+
+
+def test_one_hot_label_features_score_perfectly():
+    labels = labelled()
+    views = one_view(lambda s: torch.nn.functional.one_hot(labels[s], 10).float())
+    best, _ = linear_grid(views, labels, 10)
+    assert best.test_acc == 1.0 and best.val_acc == 1.0
+    assert knn_choice(views, labels, 10)[2] == 1.0
+
+
+def test_noise_features_score_chance():
+    labels = labelled()
+    g = torch.Generator().manual_seed(1)
+    views = one_view(lambda s: torch.randn(SIZES[s], 32, generator=g))
+    best, _ = linear_grid(views, labels, 10)
+    # chance is 0.1; 300 test images put 0.2 beyond 5 standard deviations
+    assert best.test_acc < 0.2
+    assert knn_choice(views, labels, 10)[2] < 0.2
+
+
+def test_the_grid_chooses_on_val_and_never_looks_at_test_labels():
+    labels = labelled()
+    g = torch.Generator().manual_seed(2)
+    signal = lambda s: torch.nn.functional.one_hot(labels[s], 10).float()  # noqa: E731
+    views = {  # two views of different quality, so the choice is not a tie
+        "weak": {s: signal(s) + 2.0 * torch.randn(SIZES[s], 10, generator=g) for s in SIZES},
+        "strong": {s: signal(s) + 0.5 * torch.randn(SIZES[s], 10, generator=g) for s in SIZES},
+    }
+    best, results = linear_grid(views, labels, 10)
+    assert best.val_acc == max(r.val_acc for r in results)
+    assert best.view == "strong"
+    # Scrambled test labels change every test accuracy but not the choice.
+    scrambled = {**labels, "test": labels["test"][torch.randperm(SIZES["test"], generator=g)]}
+    best2, results2 = linear_grid(views, scrambled, 10)
+    assert (best2.view, best2.weight_decay) == (best.view, best.weight_decay)
+    assert [r.val_acc for r in results2] == [r.val_acc for r in results]
+    assert best2.test_acc < best.test_acc - 0.3
+
+
+@pytest.fixture(scope="module")
+def digits_ijepa_ckpt(tmp_path_factory):
+    """A tiny I-JEPA checkpoint with a run dir, as train.py leaves it (2 training batches)."""
+    tmp = tmp_path_factory.mktemp("pretrain")
+    result = run_cli(
+        "train.py",
+        "trainer.max_epochs=1",
+        "trainer.limit_train_batches=2",
+        "test=false",
+        "extras.print_config=false",
+        "features.enabled=false",
+        f"paths.log_dir={tmp}",
+        "run_name=r",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return tmp / "train" / "runs" / "r" / "checkpoints" / "last.ckpt"
+
+
+KEYS = [
+    "features/linear_acc",
+    "features/knn_acc",
+    "baseline/pixels_linear_acc",
+    "baseline/pixels_knn_acc",
+    "baseline/random_linear_acc",
+    "baseline/random_knn_acc",
+]
+
+
+def test_eval_features_rates_a_trainlab_checkpoint_against_its_baselines(
+    digits_ijepa_ckpt, tmp_path
+):
+    result = run_cli(
+        "eval.py",
+        "mode=features",
+        f"ckpt_path={digits_ijepa_ckpt}",
+        f"paths.log_dir={tmp_path}",
+        "run_name=e",
+        "extras.print_config=false",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads((tmp_path / "eval" / "runs" / "e" / "metrics.json").read_text())
+    assert sorted(out["metrics"]) == sorted(KEYS)
+    # digits at 16 px: a linear probe on raw pixels is far above chance (0.1)
+    assert out["metrics"]["baseline/pixels_linear_acc"] > 0.8
+    assert out["chosen"]["features"]["linear"]["view"] in {"last", "last+bn", "last4", "last4+bn"}
+    assert "baseline/pixels_linear_acc" in result.stdout or "pixels" in result.stdout
+
+
+def test_eval_features_rates_an_official_format_checkpoint(tmp_path):
+    cfg = compose_cfg(tmp_path, ["experiment=ijepa_digits"])
+    encoder = instantiate(cfg.model.encoder)
+    path = tmp_path / "official.pth.tar"
+    state = {f"module.{k}": v for k, v in encoder.state_dict().items()}
+    torch.save({"encoder": state, "target_encoder": state, "epoch": 1}, path)
+    result = run_cli(
+        "eval.py",
+        "mode=features",
+        f"ckpt_path={path}",
+        "data=digits",
+        "data.image_size=16",
+        "model=ijepa",
+        "model.encoder.size=vit_tiny",
+        "model.encoder.patch_size=4",
+        "model.encoder.depth=4",
+        "features.baselines=false",
+        f"paths.log_dir={tmp_path}",
+        "run_name=e",
+        "extras.print_config=false",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    metrics = json.loads((tmp_path / "eval" / "runs" / "e" / "metrics.json").read_text())["metrics"]
+    assert sorted(metrics) == ["features/knn_acc", "features/linear_acc"]
+    assert metrics["features/linear_acc"] > 0.3  # a random ViT on digits is well above chance
