@@ -78,7 +78,7 @@ def test_default_train_runs_offline_as_a_subprocess(tmp_path):
         "-rn",
         sys.executable,
         str(ROOT / "train.py"),
-        *FAST,
+        *(o for o in FAST if not o.startswith("features.")),  # rate the frozen features too
         f"paths.log_dir={tmp_path}",
         "run_name=offline",
     ]
@@ -97,6 +97,12 @@ def test_default_train_runs_offline_as_a_subprocess(tmp_path):
     run_dir = tmp_path / "train" / "runs" / "offline"
     results = json.loads((run_dir / "metrics.json").read_text())
     assert "test/probe_acc" in results["metrics"]  # the default job is I-JEPA
+    # ... so it ends with the feature protocol's ratings, all of them accuracies
+    rated = {
+        k: v for k, v in results["metrics"].items() if k.startswith(("features/", "baseline/"))
+    }
+    assert len(rated) == 6 and all(0 <= v <= 1 for v in rated.values()), rated
+    assert results["chosen"]["features"]["linear"]["view"]
     for name in ("config.yaml", "overrides.yaml", "meta.json", "requirements.txt"):
         assert (run_dir / name).exists(), name
     assert "run summary" in result.stdout

@@ -182,7 +182,9 @@ def train(cfg: DictConfig) -> float | None:
 
     chosen = None
     if trainer.is_global_zero and cfg.features.enabled and hasattr(model, "target_encoder"):
-        metrics, chosen = rate_frozen_features(cfg, best or str(last_ckpt), datamodule, metrics)
+        # last.ckpt: the weights the summary's final val/* monitors describe
+        rated = str(last_ckpt) if last_ckpt.exists() else best
+        metrics, chosen = rate_frozen_features(cfg, rated or str(last_ckpt), datamodule, metrics)
     name = cfg.get("optimized_metric")
     value = metrics.get(name) if name else None
     if trainer.is_global_zero:

@@ -40,20 +40,31 @@ def knn_choice(views, labels, num_classes: int, k: int = 20) -> tuple[str, float
     return best
 
 
-def rate(
-    views: Views, datasets: dict[str, Dataset], num_classes: int, name: str = "features", **grid
-) -> Rating:
-    """Rate one feature extractor on ``datasets`` = {"train", "val", "test"} (eval transforms)."""
+def extract_splits(
+    views: Views, datasets: dict[str, Dataset], name: str = "features"
+) -> tuple[dict[str, dict[str, torch.Tensor]], dict[str, torch.Tensor]]:
+    """({view: {split: (N, D)}} with the ``+bn`` views added, {split: labels}): computed once."""
     feats: dict[str, dict[str, torch.Tensor]] = {}
     labels = {}
     for split in SPLITS:
         by_view, labels[split] = extract(views, datasets[split], desc=f"{name} {split}")
         for view, x in by_view.items():
             feats.setdefault(view, {})[split] = x
-    feats = standardised(feats)
+    return standardised(feats), labels
+
+
+def rate_features(feats, labels, num_classes: int, **grid) -> Rating:
+    """The linear grid and kNN on cached features, both chosen on val and scored on test."""
     best, _ = linear_grid(feats, labels, num_classes, **grid)
     view, knn_val, knn_test = knn_choice(feats, labels, num_classes)
     return Rating(best, view, knn_val, knn_test)
+
+
+def rate(
+    views: Views, datasets: dict[str, Dataset], num_classes: int, name: str = "features", **grid
+) -> Rating:
+    """Rate one feature extractor on ``datasets`` = {"train", "val", "test"} (eval transforms)."""
+    return rate_features(*extract_splits(views, datasets, name), num_classes, **grid)
 
 
 def metrics(ratings: dict[str, Rating]) -> dict[str, float]:

@@ -1,0 +1,250 @@
+"""The README's I-JEPA table: frozen features, supervised and fine-tuned ViTs at 100/10/1 % labels.
+
+    python scripts/ijepa_results.py                            # mnist5k and digits, seeds 0 1 2
+    python scripts/ijepa_results.py --datasets digits --seeds 0
+
+For each data set and seed:
+1. pre-train with ``python train.py experiment=<recipe> seed=<seed>`` (as a user would);
+2. rate frozen features with the protocol of ``eval.py mode=features`` (trainlab.evaluation):
+   raw pixels, a random encoder of the same shape, the I-JEPA target and context encoders.
+   Features are computed once; each label fraction then fits the linear grid and the kNN bank
+   on a class-balanced subset of the train split (drawn from the seed, as data.train_fraction
+   draws it). Standardisation and hyper-parameter choice use the full unlabelled train split
+   and the labelled val split at every fraction;
+3. ``train.py experiment=supervised_vit`` (from scratch) and ``experiment=finetune`` from the
+   I-JEPA target encoder and from random weights, same ViT, at each fraction;
+4. agreement of the monitors with the protocol (same last.ckpt): the online val/probe_acc and
+   val/knn_acc against features/*, and ``experiment=linear_probe`` at 100 % against the offline
+   linear probe.
+
+Writes results/ijepa_results.md. Runs go to logs/ijepa_results/ (kept, so a table is traceable).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+from torch.utils.data import TensorDataset
+
+from trainlab.data.low_shot import class_balanced_subset
+from trainlab.evaluation.checkpoint import load_encoder
+from trainlab.evaluation.features import encoder_views, pixel_views
+from trainlab.evaluation.protocol import extract_splits, rate_features
+
+ROOT = Path(__file__).resolve().parents[1]
+LOGS = ROOT / "logs" / "ijepa_results"
+RECIPES = {"mnist5k": "ijepa_mnist", "digits": "ijepa_digits"}
+FRACTIONS = (1.0, 0.1, 0.01)
+# Supervised and fine-tuning epochs by label fraction: about the same number of steps at 10 %
+# and 1 % as a few epochs at 100 %, and validation every EVAL_EVERY[f] epochs.
+EPOCHS = {1.0: 10, 0.1: 30, 0.01: 100}
+EVAL_EVERY = {1.0: 1, 0.1: 5, 0.01: 20}
+FROZEN_ROWS = ("raw pixels", "random encoder", "I-JEPA target encoder", "I-JEPA context encoder")
+TRAINED_ROWS = {  # row: (experiment, starts from the I-JEPA checkpoint?)
+    "supervised ViT from scratch": ("supervised_vit", False),
+    "fine-tune from I-JEPA": ("finetune", True),
+    "fine-tune from random": ("finetune", False),
+}
+
+
+def train(name: str, *overrides: str) -> dict:
+    """``python train.py ...`` into logs/ijepa_results/runs/<name>; its metrics.json (cached)."""
+    run_dir = LOGS / "runs" / name
+    if not (run_dir / "metrics.json").exists():
+        command = [sys.executable, "train.py", *overrides, "extras.print_config=false"]
+        command += [f"paths.log_dir={ROOT / 'logs'}", "task_name=ijepa_results", f"run_name={name}"]
+        print("+", " ".join(command), flush=True)
+        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+        if result.returncode:
+            raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
+    return json.loads((run_dir / "metrics.json").read_text())
+
+
+def low_shot(feats: dict, labels: dict, fraction: float, seed: int) -> tuple[dict, dict]:
+    """The cached features with the train split cut to ``fraction`` of each class."""
+    if fraction == 1.0:
+        return feats, labels
+    index = TensorDataset(torch.arange(len(labels["train"])), labels["train"])
+    keep = torch.tensor(class_balanced_subset(index, fraction, seed).indices)
+    feats = {v: {**s, "train": s["train"][keep]} for v, s in feats.items()}
+    return feats, {**labels, "train": labels["train"][keep]}
+
+
+def frozen_scores(run_dir: Path, seed: int) -> dict[str, dict[float, tuple[float, float]]]:
+    """{row: {fraction: (linear test acc, kNN test acc)}} for the frozen rows."""
+    cfg = OmegaConf.load(run_dir / "config.yaml")
+    datamodule = instantiate(cfg.data)
+    datamodule.setup()
+    datasets, classes = datamodule.eval_splits(), datamodule.num_classes
+    ckpt = str(run_dir / "checkpoints" / "last.ckpt")
+    torch.manual_seed(seed)  # the random encoder, as eval.py draws it
+    extractors = {
+        "raw pixels": pixel_views,
+        "random encoder": encoder_views(instantiate(cfg.model.encoder).eval()),
+        "I-JEPA target encoder": encoder_views(
+            load_encoder(cfg.model.encoder, ckpt, "target_encoder")
+        ),
+        "I-JEPA context encoder": encoder_views(load_encoder(cfg.model.encoder, ckpt, "encoder")),
+    }
+    out = {}
+    for row, views in extractors.items():
+        feats, labels = extract_splits(views, datasets, row)
+        out[row] = {}
+        for fraction in FRACTIONS:
+            r = rate_features(*low_shot(feats, labels, fraction, seed), classes)
+            out[row][fraction] = (r.linear.test_acc, r.knn_acc)
+    return out
+
+
+def classifier_overrides(dataset: str, pre_cfg) -> list[str]:
+    """The pre-training run's data and ViT shape, for supervised_vit / finetune / linear_probe."""
+    enc = pre_cfg.model.encoder
+    return [
+        f"data={dataset}",
+        f"data.image_size={pre_cfg.data.image_size}",
+        f"model.net.encoder.patch_size={enc.patch_size}",
+        f"model.net.encoder.size={enc.size}",
+        f"model.net.encoder.depth={enc.depth}",
+    ]
+
+
+def trained_scores(dataset: str, seed: int, ckpt: str, shape: list[str]) -> dict:
+    """{row: {fraction: test acc}} for the rows trained by train.py."""
+    out: dict[str, dict[float, float]] = {row: {} for row in TRAINED_ROWS}
+    for fraction in FRACTIONS:
+        for row, (experiment, pretrained) in TRAINED_ROWS.items():
+            name = (
+                f"{dataset}_{experiment}_{'ijepa' if pretrained else 'scratch'}_f{fraction}_s{seed}"
+            )
+            run = train(
+                name,
+                f"experiment={experiment}",
+                *shape,
+                f"model.init_from={ckpt if pretrained else 'null'}",
+                f"data.train_fraction={fraction}",
+                f"data.seed={seed}",
+                f"seed={seed}",
+                f"trainer.max_epochs={EPOCHS[fraction]}",
+                f"trainer.check_val_every_n_epoch={EVAL_EVERY[fraction]}",
+                "data.batch_size=32",  # 1 % of mnist5k is 40 images: one full batch at least
+            )
+            out[row][fraction] = run["metrics"]["test/acc"]
+    return out
+
+
+def fmt(values: list[float]) -> str:
+    spread = statistics.pstdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values):.3f} ± {spread:.3f}"
+
+
+def table(dataset: str, seeds: list[int], frozen: list[dict], trained: list[dict]) -> list[str]:
+    head = "| encoder | " + " | ".join(f"{f:.0%} linear | {f:.0%} kNN" for f in FRACTIONS) + " |"
+    lines = [head, "|---" * (1 + 2 * len(FRACTIONS)) + "|"]
+    for row in FROZEN_ROWS:
+        cells = []
+        for f in FRACTIONS:
+            cells += [fmt([s[row][f][0] for s in frozen]), fmt([s[row][f][1] for s in frozen])]
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    for row in TRAINED_ROWS:
+        cells = []
+        for f in FRACTIONS:
+            cells += [fmt([s[row][f] for s in trained]), "-"]
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Per seed (linear / kNN, or test acc), seeds " + ", ".join(map(str, seeds)) + ":",
+        "",
+    ]
+    for row in FROZEN_ROWS:
+        per = "; ".join(
+            f"{f:.0%}: " + ", ".join(f"{s[row][f][0]:.3f}/{s[row][f][1]:.3f}" for s in frozen)
+            for f in FRACTIONS
+        )
+        lines.append(f"- {row}: {per}")
+    for row in TRAINED_ROWS:
+        per = "; ".join(
+            f"{f:.0%}: " + ", ".join(f"{s[row][f]:.3f}" for s in trained) for f in FRACTIONS
+        )
+        lines.append(f"- {row}: {per}")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--datasets", nargs="*", default=list(RECIPES))
+    parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
+    args = parser.parse_args()
+    text = [
+        "# I-JEPA against its baselines, frozen and trained",
+        "",
+        f"Written by `python scripts/ijepa_results.py {' '.join(sys.argv[1:])}` on "
+        f"{datetime.date.today()}: {platform.machine()}, {os.cpu_count()} CPU cores, "
+        f"torch {torch.__version__}, no GPU. Test split; mean ± std over seeds "
+        f"{', '.join(map(str, args.seeds))}. Frozen rows: the protocol of `eval.py mode=features` "
+        "(linear grid chosen on val, DINO kNN k=20). Trained rows: test/acc of train.py "
+        f"(supervised_vit / finetune, epochs by label fraction {EPOCHS}).",
+    ]
+    for dataset in args.datasets:
+        frozen, trained, monitors, minutes = [], [], [], []
+        for seed in args.seeds:
+            pre = train(
+                f"{dataset}_pretrain_s{seed}", f"experiment={RECIPES[dataset]}", f"seed={seed}"
+            )
+            run_dir = Path(pre["run"]["run_dir"])
+            minutes.append(pre["run"]["fit_seconds"] / 60)
+            pre_cfg = OmegaConf.load(run_dir / "config.yaml")
+            shape = classifier_overrides(dataset, pre_cfg)
+            ckpt = pre["checkpoints"]["last"]
+            frozen.append(frozen_scores(run_dir, seed))
+            trained.append(trained_scores(dataset, seed, ckpt, shape))
+            probe = train(
+                f"{dataset}_linear_probe_s{seed}",
+                "experiment=linear_probe",
+                *shape,
+                f"model.init_from={ckpt}",
+                f"seed={seed}",
+            )
+            m = pre["metrics"]
+            monitors.append(
+                (
+                    m["val/probe_acc"],
+                    m["features/linear_acc"],
+                    m["val/knn_acc"],
+                    m["features/knn_acc"],
+                    probe["metrics"]["test/acc"],
+                )
+            )
+        text += [
+            "",
+            f"## {dataset}: `python train.py experiment={RECIPES[dataset]}`, "
+            f"pre-training {fmt(minutes)} min",
+            "",
+            *table(dataset, args.seeds, frozen, trained),
+            "",
+            "Online monitors against the protocol, same last.ckpt (online val/* on the val split, "
+            "the protocol on test; experiment=linear_probe is Lightning's probe, test split):",
+            "",
+            "| seed | val/probe_acc | features/linear_acc | val/knn_acc | features/knn_acc "
+            "| linear_probe test/acc |",
+            "|---|---|---|---|---|---|",
+            *(
+                f"| {s} | " + " | ".join(f"{v:.3f}" for v in row) + " |"
+                for s, row in zip(args.seeds, monitors, strict=True)
+            ),
+        ]
+    out = ROOT / "results" / "ijepa_results.md"
+    out.write_text("\n".join(text) + "\n")
+    print("\n".join(text))
+
+
+if __name__ == "__main__":
+    main()
