@@ -7,6 +7,8 @@ import pytest
 import torch
 from conftest import compose_cfg, run_cli
 from hydra.utils import instantiate
+from omegaconf import OmegaConf
+from test_bad_input import make_image_folder
 
 from trainlab.evaluation.linear_grid import linear_grid
 from trainlab.evaluation.protocol import knn_choice
@@ -106,6 +108,28 @@ def test_eval_features_rates_a_trainlab_checkpoint_against_its_baselines(
     assert out["metrics"]["baseline/pixels_linear_acc"] > 0.8
     assert out["chosen"]["features"]["linear"]["view"] in {"last", "last+bn", "last4", "last4+bn"}
     assert "baseline/pixels_linear_acc" in result.stdout or "pixels" in result.stdout
+    # The same checkpoint on a user's own folder: gray images, the checkpoint's input format
+    # (16 px, 1 channel, its normalisation), val/ as the test split and val held out of train.
+    root = make_image_folder(tmp_path / "folder", per_class=10, size=20)
+    result = run_cli(
+        "eval.py",
+        "mode=features",
+        f"ckpt_path={digits_ijepa_ckpt}",
+        "data=imagefolder",
+        f"data.root={root}",
+        "data.num_classes=2",
+        "data.num_workers=0",
+        "features.baselines=false",
+        f"paths.log_dir={tmp_path}",
+        "run_name=folder",
+        "extras.print_config=false",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    run = tmp_path / "eval" / "runs" / "folder"
+    data = OmegaConf.load(run / "config.yaml").data
+    assert (data.image_size, data.in_chans, data.holdout_val) == (16, 1, True)
+    metrics = json.loads((run / "metrics.json").read_text())["metrics"]
+    assert metrics["features/linear_acc"] == 1.0  # two classes of flat gray levels 40 apart
 
 
 def test_eval_features_rates_an_official_format_checkpoint(tmp_path):

@@ -25,9 +25,12 @@ from trainlab.utils.config_checks import check_config
 from trainlab.utils.console import print_summary
 from trainlab.utils.errors import UserError
 from trainlab.utils.instantiate import finish_wandb, instantiate_loggers
+from trainlab.utils.logging import get_logger
 from trainlab.utils.results import batch_facts, final_metrics, write_metrics_json
 from trainlab.utils.run_dir import guard, is_global_zero, record
 from trainlab.utils.task import run_task
+
+log = get_logger(__name__)
 
 
 def train_config_of(ckpt: Path) -> DictConfig:
@@ -36,6 +39,11 @@ def train_config_of(ckpt: Path) -> DictConfig:
     if not path.exists():
         raise UserError(f"no config.yaml next to {ckpt.parent}: expected it at {path}")
     return OmegaConf.load(path)
+
+
+# What the encoder's weights expect of its input: kept from the checkpoint's data when
+# data=<other> replaces it, unless given on the command line.
+INPUT_FORMAT = ("image_size", "in_chans", "mean", "std")
 
 
 def merged_config(cfg: DictConfig, ckpt: Path) -> DictConfig:
@@ -48,11 +56,21 @@ def merged_config(cfg: DictConfig, ckpt: Path) -> DictConfig:
             f"{ckpt} has no run dir config ({path}): choose data=<name> and model=ijepa "
             "with model.encoder.size/patch_size/img_size of the weights"
         )
+    given = command_line_data_keys()
     with open_dict(cfg):
         if data is None or "_target_" not in data:  # +data.key=value patches the run's data
             cfg.data = OmegaConf.merge(train_cfg.data, data or {})
-        elif train_cfg is not None and "image_size" not in command_line_data_keys():
-            cfg.data.image_size = train_cfg.data.image_size  # the encoder's input size
+        elif train_cfg is not None:
+            for key in INPUT_FORMAT:
+                if key not in given and key in train_cfg.data:
+                    cfg.data[key] = train_cfg.data[key]
+        if cfg.data.get("holdout_val") is False and "holdout_val" not in given:
+            # An image folder's val/ is also its test split: the grid must choose elsewhere,
+            # on data.val_fraction of train/, and val/ stays the test split.
+            cfg.data.holdout_val = True
+            log.info(
+                f"choosing on {cfg.data.val_fraction:.0%} of train/ held out; val/ is the test"
+            )
         cfg.model = model if model is not None else train_cfg.model
         if "init_from" in cfg.model:  # the checkpoint holds the weights; skip the start file
             cfg.model.init_from = None

@@ -81,6 +81,8 @@ def rate_frozen_features(cfg: DictConfig, ckpt: str, datamodule, metrics: dict):
         log.info("no checkpoint written (checkpointing off): frozen features not rated")
         return metrics, None
     log.info(f"rating the frozen {cfg.features.init_part} of {ckpt} (features.enabled=false skips)")
+    if cfg.data.get("holdout_val") is False:  # an image folder's val/ is also its test split
+        datamodule = hydra.utils.instantiate(cfg.data, holdout_val=True)
     ratings = rate_checkpoint(
         cfg.model.encoder,
         ckpt,

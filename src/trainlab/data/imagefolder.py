@@ -6,6 +6,7 @@ decoded stops the run with its path, since training on a silently shrunken data 
 worse than stopping.
 """
 
+from functools import partial
 from pathlib import Path
 
 from PIL import Image
@@ -19,15 +20,16 @@ from trainlab.utils.logging import get_logger
 log = get_logger(__name__)
 
 
-def load_image(path: str) -> Image.Image:
+def load_image(path: str, mode: str = "RGB") -> Image.Image:
+    """The image at ``path`` in PIL ``mode``: "RGB", or "L" for gray folders (data.in_chans=1)."""
     try:
         with open(path, "rb") as f:
-            return Image.open(f).convert("RGB")
+            return Image.open(f).convert(mode)
     except (OSError, ValueError) as e:
         raise DataError(f"cannot read image {path} ({e}): delete or replace the file") from None
 
 
-def open_split(root: Path, split: str) -> ImageFolder:
+def open_split(root: Path, split: str, mode: str = "RGB") -> ImageFolder:
     folder = root / split
     if not folder.is_dir():
         raise DataError(
@@ -35,7 +37,7 @@ def open_split(root: Path, split: str) -> ImageFolder:
             f"(set data.root to the folder that holds train/ and val/)"
         )
     try:
-        dataset = ImageFolder(str(folder), loader=load_image)
+        dataset = ImageFolder(str(folder), loader=partial(load_image, mode=mode))
     except FileNotFoundError as e:  # no class folders, or no image in any of them
         raise DataError(f"no images under {folder} ({e})") from None
     n_files = sum(1 for p in folder.rglob("*") if p.is_file())
@@ -73,7 +75,8 @@ class ImageFolderDataModule(ImageDataModule):
 
     def build_splits(self):
         root = Path(self.root)
-        train, val = open_split(root, "train"), open_split(root, "val")
+        mode = "L" if self.in_chans == 1 else "RGB"
+        train, val = open_split(root, "train", mode), open_split(root, "val", mode)
         if train.classes != val.classes:
             raise DataError(
                 f"train/ and val/ under {root} have different class folders "
