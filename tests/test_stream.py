@@ -157,6 +157,8 @@ def test_train_py_streams_from_an_s3_server_and_reuses_its_cache(shards, tmp_pat
             cwd=tmp_path,
         )
     assert result.returncode == 0, result.stderr[-3000:]
+    # no split to choose on apart from test: the end-of-run rating says so, the run succeeds
+    assert "frozen features not rated: data=stream holds no val split" in result.stdout
     chunk_gets = {p: n for p, n in s3.gets.items() if p.endswith(".bin")}
     cached = sorted((tmp_path / "cache").rglob("chunk-*.bin"))
     train_chunks = json.loads((root / "shards" / "train" / "index.json").read_text())["chunks"]

@@ -28,7 +28,7 @@ from trainlab.utils import run_dir as rundir
 from trainlab.utils.batch import per_device_batch, scale_learning_rates
 from trainlab.utils.config_checks import check_config
 from trainlab.utils.console import print_config_tree, print_summary
-from trainlab.utils.errors import ConfigError
+from trainlab.utils.errors import ConfigError, DataError
 from trainlab.utils.instantiate import (
     finish_wandb,
     instantiate_callbacks,
@@ -83,14 +83,18 @@ def rate_frozen_features(cfg: DictConfig, ckpt: str, datamodule, metrics: dict):
     log.info(f"rating the frozen {cfg.features.init_part} of {ckpt} (features.enabled=false skips)")
     if cfg.data.get("holdout_val") is False:  # an image folder's val/ is also its test split
         datamodule = hydra.utils.instantiate(cfg.data, holdout_val=True)
-    ratings = rate_checkpoint(
-        cfg.model.encoder,
-        ckpt,
-        datamodule,
-        cfg.features.init_part,
-        cfg.features.baselines,
-        cfg.get("seed") or 0,
-    )
+    try:
+        ratings = rate_checkpoint(
+            cfg.model.encoder,
+            ckpt,
+            datamodule,
+            cfg.features.init_part,
+            cfg.features.baselines,
+            cfg.get("seed") or 0,
+        )
+    except DataError as error:  # training succeeded: report, do not fail the run
+        log.warning(f"frozen features not rated: {error}")
+        return metrics, None
     print_ratings(ratings, f"frozen features of {Path(ckpt).name} ({datamodule.name})")
     return {**metrics, **protocol_metrics(ratings)}, choices(ratings)
 

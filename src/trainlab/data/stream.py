@@ -138,6 +138,14 @@ class StreamDataModule(ImageDataModule):
             self.train_set = self._split("train", train=True)
             self.val_set = self.test_set = self._split("val", train=False)
 
+    def eval_splits(self):
+        raise DataError(
+            "data=stream holds no val split apart from its test split, so frozen features "
+            "cannot be rated on it without choosing on test: rate the checkpoint on an image "
+            "folder with python eval.py mode=features ckpt_path=<ckpt> data=imagefolder "
+            "data.root=<folder>"
+        )
+
     def _stream_loader(self, dataset: EncodedImages, batch_size: int) -> StreamingDataLoader:
         return EpochStreamingDataLoader(
             dataset,
