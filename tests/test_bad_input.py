@@ -133,6 +133,31 @@ def test_eval_missing_checkpoint(tmp_path, monkeypatch, capfd):
     assert_one_clear_line(err, "nope.ckpt", "does not exist")
 
 
+class _RunsCodeWhenUnpickled:
+    """Unpickling this opens (creates) a file: what a malicious checkpoint could do."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_eval_refuses_a_checkpoint_that_would_run_code(tmp_path, monkeypatch, capfd, cfg_factory):
+    import torch
+    from omegaconf import OmegaConf
+
+    run_dir, marker = tmp_path / "run", tmp_path / "code_ran"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    OmegaConf.save(cfg_factory(*FAST), run_dir / "config.yaml")
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    torch.save({"state_dict": {}, "payload": _RunsCodeWhenUnpickled(marker)}, ckpt)
+    argv = ["eval.py", f"ckpt_path={ckpt}", f"paths.log_dir={tmp_path / 'logs'}"]
+    code = run_in_process(trainlab.eval.main, argv, monkeypatch)
+    assert code == 2 and not marker.exists()
+    assert_one_clear_line(capfd.readouterr().err, str(ckpt), "could run code")
+
+
 def test_existing_run_dir_is_never_overwritten(tmp_path, monkeypatch, capfd):
     code, _ = run_train(tmp_path, monkeypatch, capfd, "run_name=mine")
     assert code == 0

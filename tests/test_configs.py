@@ -60,3 +60,28 @@ def test_every_option_of_a_group_composes(cfg_factory, group):
             overrides.append("data.num_classes=10")
         cfg = cfg_factory(*overrides)
         check_config(cfg)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["data.image_size=18"],
+            r"model.encoder.img_size=18 \(data.image_size\) is not a multiple of model.encoder.patch_size=4",
+        ),
+        (
+            ["experiment=linear_probe", "data.image_size=30"],
+            r"model.net.encoder.img_size=30 .*encoder.patch_size=4: set data.image_size to a multiple of 4 \(e.g. 28\)",
+        ),
+        (["data.batch_size=0"], r"data.batch_size=0 must be at least 1"),
+        (["data.batch_size=-1"], r"data.batch_size=-1 must be at least 1"),
+        (["data.global_batch_size=0"], r"data.global_batch_size=0 must be at least 1"),
+    ],
+)
+def test_values_that_cannot_work_are_refused_naming_the_key(cfg_factory, overrides, message):
+    """Before this check, a patch size that does not divide the image failed deep in the model
+    ("The size of tensor a (18) must match ...") and batch_size=0 in torch's DataLoader."""
+    from trainlab.utils.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        check_config(cfg_factory(*overrides))

@@ -9,6 +9,7 @@ rates on other data, ``+data.<key>=<value>`` changes one key of the checkpoint's
 ``model=ijepa model.encoder...`` describes weights that have no run dir (official, timm).
 """
 
+import pickle
 import time
 from pathlib import Path
 
@@ -147,7 +148,13 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     loggers = instantiate_loggers(cfg.get("logger"), run_dir)
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, logger=loggers or False)
     try:
-        trainer.test(model, datamodule=datamodule, ckpt_path=str(ckpt))
+        # weights_only, as train.py: a checkpoint restores tensors and plain values, never code.
+        trainer.test(model, datamodule=datamodule, ckpt_path=str(ckpt), weights_only=True)
+    except pickle.UnpicklingError:
+        raise UserError(
+            f"{ckpt} holds objects other than tensors and plain values, which could run code "
+            "when loaded: not loaded (use a checkpoint written by train.py)"
+        ) from None
     finally:
         finish_wandb(loggers)
     metrics = final_metrics(trainer)

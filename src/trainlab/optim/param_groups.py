@@ -1,4 +1,6 @@
-"""Parameter groups: weight decay on weight matrices only, never on biases, norms or tokens."""
+"""Parameter groups: weight decay on parameters of 2 or more dimensions only, never on biases
+or norms (1-D). Tokens of shape (1, 1, D), such as the predictor's mask token, count as 3-D
+and are decayed, as in the reference I-JEPA code."""
 
 from torch import nn
 

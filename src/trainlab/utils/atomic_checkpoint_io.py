@@ -1,9 +1,13 @@
-"""Checkpoints written to a temporary file, then renamed into place.
+"""Checkpoints written to a temporary file beside the target, fsynced, then renamed into place.
 
-Lightning's TorchCheckpointIO writes the target file directly, so a kill during a save
-(pre-emption, OOM killer, a crashed node) can leave a truncated last.ckpt that no resume
-can read. A rename within one directory is atomic on POSIX: the old file stays whole
-until the new one is complete.
+Lightning (>= 2.4) already saves through an fsspec transaction, but for local paths fsspec
+puts its temporary file in the system temp dir (``tempfile.mkstemp()``) and commits with
+``shutil.move``. When that dir is on another file system (a tmpfs /tmp, checkpoints on
+NFS or Lustre, as on most clusters), the move is a copy, so a kill during it (pre-emption,
+OOM killer, a crashed node) still leaves a truncated last.ckpt; nothing is fsynced either,
+so a power loss can leave an empty one, and a small /tmp fails large saves. Here the temporary
+file sits in the target's directory, is fsynced, and ``os.replace`` renames it: atomic on
+POSIX, so the old file stays whole until the new one is complete.
 """
 
 import os

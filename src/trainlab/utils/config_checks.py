@@ -83,8 +83,34 @@ def check_types(cfg: Any, path: str = "") -> None:
             )
 
 
+def check_values(cfg: Any, path: str = "") -> None:
+    """Values of the right type that cannot work, found here rather than deep in a model or
+    a DataLoader: a patch size that does not divide the image, a batch size below 1."""
+    if isinstance(cfg, ListConfig):
+        for i, item in enumerate(cfg):
+            check_values(item, f"{path}[{i}]")
+        return
+    if not isinstance(cfg, DictConfig):
+        return
+    where = f"{path}." if path else ""
+    image, patch = cfg.get("img_size"), cfg.get("patch_size")
+    if isinstance(image, int) and isinstance(patch, int) and patch > 0 and image % patch:
+        raise ConfigError(
+            f"{where}img_size={image} (data.image_size) is not a multiple of "
+            f"{where}patch_size={patch}: set data.image_size to a multiple of {patch} "
+            f"(e.g. {image // patch * patch or patch}) or change the patch size"
+        )
+    for key in ("batch_size", "eval_batch_size", "global_batch_size"):
+        value = cfg.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+            raise ConfigError(f"{where}{key}={value} must be at least 1")
+    for key in cfg:
+        check_values(cfg[key], f"{where}{key}")
+
+
 def check_config(cfg: DictConfig) -> None:
     """All checks that need no data and no devices."""
     for key in cfg:
         if key != "hydra":  # Hydra's own node, already validated by Hydra
             check_types(cfg[key], str(key))
+            check_values(cfg[key], str(key))
