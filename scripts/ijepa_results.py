@@ -80,7 +80,12 @@ def low_shot(feats: dict, labels: dict, fraction: float, seed: int) -> tuple[dic
 
 
 def frozen_scores(run_dir: Path, seed: int) -> dict[str, dict[float, tuple[float, float]]]:
-    """{row: {fraction: (linear test acc, kNN test acc)}} for the frozen rows."""
+    """{row: {fraction: (linear test acc, kNN test acc)}} for the frozen rows, cached in the
+    run dir (the grids take minutes per seed on a CPU)."""
+    cache = run_dir / "frozen_scores.json"
+    if cache.exists():
+        saved = json.loads(cache.read_text())
+        return {row: {float(f): tuple(acc) for f, acc in by.items()} for row, by in saved.items()}
     cfg = OmegaConf.load(run_dir / "config.yaml")
     datamodule = instantiate(cfg.data)
     datamodule.setup()
@@ -102,6 +107,7 @@ def frozen_scores(run_dir: Path, seed: int) -> dict[str, dict[float, tuple[float
         for fraction in FRACTIONS:
             r = rate_features(*low_shot(feats, labels, fraction, seed), classes)
             out[row][fraction] = (r.linear.test_acc, r.knn_acc)
+    cache.write_text(json.dumps(out))
     return out
 
 
