@@ -158,6 +158,18 @@ def test_eval_refuses_a_checkpoint_that_would_run_code(tmp_path, monkeypatch, ca
     assert_one_clear_line(capfd.readouterr().err, str(ckpt), "could run code")
 
 
+def test_a_missing_mandatory_value_names_its_key(tmp_path, monkeypatch, capfd):
+    code = run_in_process(trainlab.eval.main, ["eval.py", f"paths.log_dir={tmp_path}"], monkeypatch)
+    assert code == 2
+    assert_one_clear_line(capfd.readouterr().err, "ckpt_path is not set", "ckpt_path=<value>")
+
+
+def test_classes_that_cannot_be_counted_ask_for_num_classes(tmp_path, monkeypatch, capfd):
+    code, err = run_train(tmp_path, monkeypatch, capfd, "data=stream", "data.root=s3://b/shards")
+    assert code == 2
+    assert_one_clear_line(err, "s3://b/shards", "add data.num_classes=")
+
+
 def test_existing_run_dir_is_never_overwritten(tmp_path, monkeypatch, capfd):
     code, _ = run_train(tmp_path, monkeypatch, capfd, "run_name=mine")
     assert code == 0

@@ -85,3 +85,23 @@ def test_values_that_cannot_work_are_refused_naming_the_key(cfg_factory, overrid
 
     with pytest.raises(ConfigError, match=message):
         check_config(cfg_factory(*overrides))
+
+
+def test_num_classes_is_counted_from_the_folder_or_the_shards_classes_json(cfg_factory, tmp_path):
+    import json
+
+    for split in ("train", "val"):
+        for name in ("cat", "dog", "owl"):
+            (tmp_path / "imgs" / split / name).mkdir(parents=True)
+    (tmp_path / "imgs" / "train" / "notes.txt").write_text("not a class")
+    cfg = cfg_factory("data=imagefolder", f"data.root={tmp_path / 'imgs'}")
+    assert cfg.data.num_classes == 3
+    assert (
+        cfg_factory(
+            "data=imagefolder", f"data.root={tmp_path / 'imgs'}", "data.num_classes=7"
+        ).data.num_classes
+        == 7
+    )
+    (tmp_path / "shards").mkdir()
+    (tmp_path / "shards" / "classes.json").write_text(json.dumps(["a", "b", "c", "d"]))
+    assert cfg_factory("data=stream", f"data.root={tmp_path / 'shards'}").data.num_classes == 4

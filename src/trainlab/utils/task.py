@@ -13,8 +13,9 @@ from pathlib import Path
 
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig
+from omegaconf.errors import MissingMandatoryValue
 
-from trainlab.utils.errors import UserError, one_line
+from trainlab.utils.errors import ConfigError, UserError, one_line
 
 
 def _user_error(e: BaseException | None) -> UserError | None:
@@ -24,6 +25,8 @@ def _user_error(e: BaseException | None) -> UserError | None:
         seen.add(id(e))
         if isinstance(e, UserError):
             return e
+        if isinstance(e, MissingMandatoryValue):  # its message hides the key: name it
+            return ConfigError(f"{e.full_key} is not set: add {e.full_key}=<value> to the command")
         e = e.__cause__ or e.__context__
     return None
 
