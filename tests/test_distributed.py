@@ -90,6 +90,7 @@ def test_ijepa_ddp_powersgd_bf16_accumulation_from_train_py(tmp_path):
         "trainer.log_every_n_steps=1",
         "model.encoder.depth=2",
         "extras.print_config=false",
+        "features.enabled=false",  # the end-of-run rating: test_train covers it
         RANK_CONSISTENCY,
         f"paths.log_dir={tmp_path}",
         "run_name=ddp",
@@ -139,6 +140,7 @@ def test_ddp_validation_metric_equals_the_whole_validation_set(tmp_path, experim
         *TWO_CPU_RANKS,
         "strategy=ddp",
         "extras.print_config=false",
+        "features.enabled=false",  # the end-of-run rating: test_train covers it
         "test=false",
         f"paths.log_dir={tmp_path}",
         "run_name=probe",

@@ -24,6 +24,7 @@ SHORT = [
     "trainer.log_every_n_steps=1",
     "model.encoder.drop_path_rate=0.1",
     "extras.print_config=false",
+    "features.enabled=false",  # the end-of-run rating: test_train covers it
 ]
 
 
