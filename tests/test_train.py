@@ -152,7 +152,7 @@ def test_ijepa_eval_reproduces_the_online_evaluation(tmp_path):
 
 @pytest.mark.slow
 def test_the_default_job_in_full(tmp_path):
-    """`python train.py` as it is (about 2.5 minutes here): it finishes and learns something."""
+    """`python train.py` as it is (about 4.5 minutes here): it finishes and learns something."""
     result = run_cli(
         "train.py", f"paths.log_dir={tmp_path}", "run_name=full", cwd=tmp_path, timeout=900
     )
