@@ -63,54 +63,50 @@ def _hints(target: str) -> dict[str, Any]:
     return hints
 
 
-def check_types(cfg: Any, path: str = "") -> None:
-    """Raise ConfigError for the first value whose type its ``_target_`` cannot take."""
+def _dict_nodes(cfg: Any, path: str):
+    """(dotted path, node) for every mapping in ``cfg``, depth first."""
     if isinstance(cfg, ListConfig):
         for i, item in enumerate(cfg):
-            check_types(item, f"{path}[{i}]")
-        return
-    if not isinstance(cfg, DictConfig):
-        return
-    hints = _hints(cfg["_target_"]) if "_target_" in cfg else {}
-    for key in cfg:
-        value = cfg[key]
-        where = f"{path}.{key}" if path else str(key)
-        if isinstance(value, (DictConfig, ListConfig)):
-            check_types(value, where)
-        elif key in hints and _accepts(hints[key], value) is False:
+            yield from _dict_nodes(item, f"{path}[{i}]")
+    elif isinstance(cfg, DictConfig):
+        yield path, cfg
+        for key in cfg:
+            yield from _dict_nodes(cfg[key], f"{path}.{key}")
+
+
+def check_types(node: DictConfig, path: str) -> None:
+    """Raise ConfigError for a value whose type the node's ``_target_`` cannot take."""
+    hints = _hints(node["_target_"]) if "_target_" in node else {}
+    for key in node:
+        value = node[key]
+        if key in hints and _accepts(hints[key], value) is False:
             raise ConfigError(
-                f"{where}={value!r} is not valid: {cfg['_target_']} expects {_describe(hints[key])}"
+                f"{path}.{key}={value!r} is not valid: {node['_target_']} expects "
+                f"{_describe(hints[key])}"
             )
 
 
-def check_values(cfg: Any, path: str = "") -> None:
+def check_values(node: DictConfig, path: str) -> None:
     """Values of the right type that cannot work, found here rather than deep in a model or
     a DataLoader: a patch size that does not divide the image, a batch size below 1."""
-    if isinstance(cfg, ListConfig):
-        for i, item in enumerate(cfg):
-            check_values(item, f"{path}[{i}]")
-        return
-    if not isinstance(cfg, DictConfig):
-        return
-    where = f"{path}." if path else ""
-    image, patch = cfg.get("img_size"), cfg.get("patch_size")
+    image, patch = node.get("img_size"), node.get("patch_size")
     if isinstance(image, int) and isinstance(patch, int) and patch > 0 and image % patch:
         raise ConfigError(
-            f"{where}img_size={image} (data.image_size) is not a multiple of "
-            f"{where}patch_size={patch}: set data.image_size to a multiple of {patch} "
+            f"{path}.img_size={image} (data.image_size) is not a multiple of "
+            f"{path}.patch_size={patch}: set data.image_size to a multiple of {patch} "
             f"(e.g. {image // patch * patch or patch}) or change the patch size"
         )
     for key in ("batch_size", "eval_batch_size", "global_batch_size"):
-        value = cfg.get(key)
+        value = node.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:
-            raise ConfigError(f"{where}{key}={value} must be at least 1")
-    for key in cfg:
-        check_values(cfg[key], f"{where}{key}")
+            raise ConfigError(f"{path}.{key}={value} must be at least 1")
 
 
 def check_config(cfg: DictConfig) -> None:
     """All checks that need no data and no devices."""
     for key in cfg:
-        if key != "hydra":  # Hydra's own node, already validated by Hydra
-            check_types(cfg[key], str(key))
-            check_values(cfg[key], str(key))
+        if key == "hydra":  # Hydra's own node, already validated by Hydra
+            continue
+        for path, node in _dict_nodes(cfg[key], str(key)):
+            check_types(node, path)
+            check_values(node, path)
