@@ -1,13 +1,18 @@
 """The I-JEPA module: EMA once per optimizer step, schedules, what gets gradients and decay."""
 
+import json
+import os
+from pathlib import Path
+
 import hydra
 import lightning as L
 import pytest
 import torch
-from conftest import compose_cfg
+from conftest import compose_cfg, logged_series
 
 from trainlab.modules.ijepa import IJEPA
 from trainlab.optim.schedules import cosine, linear, warmup_cosine
+from trainlab.train import train
 
 
 def tiny_ijepa(tmp_path, *overrides):
@@ -103,3 +108,29 @@ def test_loss_gradients_reach_encoder_and_predictor_but_not_the_target(tmp_path)
     assert model.predictor.blocks[0].mlp.fc1.weight.grad.abs().sum() > 0
     assert all(p.grad is None for p in model.target_encoder.parameters())
     assert features.shape == (len(images), model.encoder.embed_dim) and not features.requires_grad
+
+
+TRACE = Path(__file__).parent / "fixtures" / "default_job_trace.json"
+TRACE_KEYS = ("train/loss_step", "val/loss", "val/probe_acc", "val/knn_acc", "val/rankme")
+
+
+def test_default_job_trace_is_bitwise_unchanged(tmp_path):
+    """The default job's per-step losses and online monitors, exactly as recorded before the
+    self-supervised base module existed: refactors must not change I-JEPA's numbers. An
+    intended change re-records with TRAINLAB_RECORD_TRACE=1 (and says why in its commit)."""
+    cfg = compose_cfg(
+        tmp_path,
+        [
+            "trainer.max_epochs=2",
+            "trainer.limit_train_batches=4",
+            "trainer.limit_val_batches=2",
+            "trainer.log_every_n_steps=1",
+            "test=false",
+            "features.enabled=false",
+        ],
+    )
+    train(cfg)
+    trace = {k: [x.hex() for x in logged_series(tmp_path / "run", k)] for k in TRACE_KEYS}
+    if os.environ.get("TRAINLAB_RECORD_TRACE"):
+        TRACE.write_text(json.dumps(trace, indent=1) + "\n")
+    assert trace == json.loads(TRACE.read_text())
