@@ -23,7 +23,7 @@ BATCH = 64
 def make_ijepa(grad_checkpointing=False):
     from functools import partial
 
-    from trainlab.data.masks import MultiBlockMaskGenerator
+    from trainlab.models.masks import MultiBlockMaskGenerator
     from trainlab.models.predictor import Predictor
     from trainlab.models.vit import ViTEncoder
     from trainlab.modules.ijepa import IJEPA

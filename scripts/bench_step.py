@@ -10,7 +10,7 @@ import time
 import lightning as L
 from torch.utils.data import DataLoader, Dataset
 
-from trainlab.data.masks import step_generator
+from trainlab.models.masks import step_generator
 
 
 class SameBatch(Dataset):

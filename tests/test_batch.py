@@ -2,7 +2,7 @@
 
 import pytest
 
-from trainlab.utils.batch import per_device_batch, scale_learning_rates
+from trainlab.run.batch import per_device_batch, scale_learning_rates
 from trainlab.utils.errors import ConfigError
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 from conftest import EXPERIMENTS
 
-from trainlab.utils.config_checks import check_config
+from trainlab.run.config_checks import check_config
 
 
 def test_there_are_experiments():

@@ -100,7 +100,7 @@ def test_loss_gradients_reach_encoder_and_predictor_but_not_the_target(tmp_path)
     model, data = tiny_ijepa(tmp_path)
     data.setup()
     images, labels = next(iter(data.train_dataloader()))
-    from trainlab.data.masks import step_generator
+    from trainlab.models.masks import step_generator
 
     loss, features, _ = model.jepa_loss(images, step_generator(0, 0, 0))
     loss.backward()

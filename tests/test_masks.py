@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from trainlab.data.masks import MultiBlockMaskGenerator, step_generator
+from trainlab.models.masks import MultiBlockMaskGenerator, step_generator
 from trainlab.utils.errors import ConfigError
 
 

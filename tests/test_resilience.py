@@ -13,7 +13,7 @@ from conftest import FAST, ROOT, logged_series, run_cli, run_in_process
 
 import trainlab.train
 from trainlab.modules.vae import VAE
-from trainlab.utils import run_dir as rundir
+from trainlab.run import run_dir as rundir
 
 # 2 epochs of 6 steps; drop path, random crops and masks all draw random numbers.
 SHORT = [
@@ -169,7 +169,7 @@ def test_step_checkpoints_keep_the_last_k(tmp_path, monkeypatch):
 
 SAVE_BIG = """
 import sys, torch
-from trainlab.utils.atomic_checkpoint_io import AtomicCheckpointIO
+from trainlab.plugins.atomic_checkpoint_io import AtomicCheckpointIO
 io = AtomicCheckpointIO()
 io.save_checkpoint({"step": 1, "w": torch.ones(4)}, sys.argv[1])
 print("first saved", flush=True)

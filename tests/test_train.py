@@ -10,8 +10,8 @@ import torch
 from conftest import EXPERIMENTS, FAST, ROOT, compose_cfg, run_cli
 
 from trainlab.eval import evaluate
+from trainlab.models.weights import ijepa_parts, read_state
 from trainlab.train import train
-from trainlab.utils.checkpoints import ijepa_parts, read_state
 from trainlab.utils.errors import DataError
 
 

@@ -21,15 +21,15 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from trainlab.evaluation.checkpoint import print_ratings, rate_checkpoint
 from trainlab.evaluation.protocol import choices
 from trainlab.evaluation.protocol import metrics as protocol_metrics
+from trainlab.run.config_checks import check_config
+from trainlab.run.console import print_summary
+from trainlab.run.instantiate import finish_wandb, instantiate_loggers
+from trainlab.run.results import batch_facts, final_metrics, write_metrics_json
+from trainlab.run.run_dir import guard, is_global_zero, record
+from trainlab.run.task import run_task
 from trainlab.train import CONFIGS
-from trainlab.utils.config_checks import check_config
-from trainlab.utils.console import print_summary
 from trainlab.utils.errors import UserError
-from trainlab.utils.instantiate import finish_wandb, instantiate_loggers
 from trainlab.utils.logging import get_logger
-from trainlab.utils.results import batch_facts, final_metrics, write_metrics_json
-from trainlab.utils.run_dir import guard, is_global_zero, record
-from trainlab.utils.task import run_task
 
 log = get_logger(__name__)
 

@@ -24,20 +24,20 @@ from trainlab.distributed.launcher import launch_ranks_from_config
 from trainlab.evaluation.checkpoint import print_ratings, rate_checkpoint
 from trainlab.evaluation.protocol import choices
 from trainlab.evaluation.protocol import metrics as protocol_metrics
-from trainlab.utils import run_dir as rundir
-from trainlab.utils.batch import per_device_batch, scale_learning_rates
-from trainlab.utils.config_checks import check_config
-from trainlab.utils.console import print_config_tree, print_summary
-from trainlab.utils.errors import ConfigError, DataError
-from trainlab.utils.instantiate import (
+from trainlab.run import run_dir as rundir
+from trainlab.run.batch import per_device_batch, scale_learning_rates
+from trainlab.run.config_checks import check_config
+from trainlab.run.console import print_config_tree, print_summary
+from trainlab.run.instantiate import (
     finish_wandb,
     instantiate_callbacks,
     instantiate_loggers,
     instantiate_strategy,
 )
+from trainlab.run.results import batch_facts, final_metrics, write_metrics_json
+from trainlab.run.task import run_task
+from trainlab.utils.errors import ConfigError, DataError
 from trainlab.utils.logging import get_logger
-from trainlab.utils.results import batch_facts, final_metrics, write_metrics_json
-from trainlab.utils.task import run_task
 
 log = get_logger(__name__)
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")

@@ -5,7 +5,7 @@ from lightning.pytorch.callbacks import Callback
 from torchvision.utils import make_grid
 
 from trainlab.callbacks.pictures import enlarge, publish
-from trainlab.data.masks import step_generator
+from trainlab.models.masks import step_generator
 
 # Context in translucent blue; each target block in its own colour.
 CONTEXT_RGB = torch.tensor([0.1, 0.4, 1.0])

@@ -7,8 +7,8 @@ from omegaconf import DictConfig
 
 from trainlab.evaluation.features import encoder_views, pixel_views
 from trainlab.evaluation.protocol import Rating, rate
-from trainlab.utils.checkpoints import ijepa_parts, load_into, read_state
-from trainlab.utils.console import print_jobs
+from trainlab.models.weights import ijepa_parts, load_into, read_state
+from trainlab.run.console import print_jobs
 from trainlab.utils.errors import UserError
 from trainlab.utils.logging import get_logger
 

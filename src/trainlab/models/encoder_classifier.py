@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from trainlab.models.vit import ViTEncoder
-from trainlab.utils.checkpoints import ijepa_parts, load_into, read_state
+from trainlab.models.weights import ijepa_parts, load_into, read_state
 from trainlab.utils.errors import UserError
 
 

@@ -9,13 +9,13 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from trainlab.data.masks import MultiBlockMaskGenerator, step_generator
+from trainlab.models.masks import MultiBlockMaskGenerator, step_generator
+from trainlab.models.online_eval import OnlineEvaluator
 from trainlab.models.predictor import Predictor
 from trainlab.models.vit import ViTEncoder, gather_tokens
-from trainlab.modules.online_eval import OnlineEvaluator
+from trainlab.models.weights import ijepa_parts, load_into, read_state
 from trainlab.optim.param_groups import decay_groups
 from trainlab.optim.schedules import cosine, linear, warmup_cosine
-from trainlab.utils.checkpoints import ijepa_parts, load_into, read_state
 
 LOSSES = {"smooth_l1": F.smooth_l1_loss, "l1": F.l1_loss, "l2": F.mse_loss}
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from trainlab.utils.console import print_jobs
+from trainlab.run.console import print_jobs
 
 
 def collect_jobs(sweep_dir: Path) -> list[dict]:
