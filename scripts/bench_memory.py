@@ -23,14 +23,14 @@ def saved_activation_mib(model, images) -> float:
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss, _, _ = model.jepa_loss(images, step_generator(0, 0, 0))
+        loss, _ = model.loss(images, step_generator(0, 0, 0))
     loss.backward()
     return total / 2**20
 
 
 def cuda_peak_mib(model, images) -> float:
     torch.cuda.reset_peak_memory_stats()
-    loss, _, _ = model.jepa_loss(images, step_generator(0, 0, 0))
+    loss, _ = model.loss(images, step_generator(0, 0, 0))
     loss.backward()
     return torch.cuda.max_memory_allocated() / 2**20
 

@@ -70,7 +70,7 @@ def bare_rate(make_model, images, labels, steps, warmup) -> float:
                 group["lr"] = s["lr"]
                 if group["decay"]:
                     group["weight_decay"] = s["wd"]
-        loss, features, _ = model.jepa_loss(images, step_generator(0, 0, step))
+        loss, features = model.loss(images, step_generator(0, 0, step))
         loss = loss + model.online.training_loss(features, labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

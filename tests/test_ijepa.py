@@ -102,7 +102,7 @@ def test_loss_gradients_reach_encoder_and_predictor_but_not_the_target(tmp_path)
     images, labels = next(iter(data.train_dataloader()))
     from trainlab.models.masks import step_generator
 
-    loss, features, _ = model.jepa_loss(images, step_generator(0, 0, 0))
+    loss, features = model.loss(images, step_generator(0, 0, 0))
     loss.backward()
     assert model.encoder.blocks[0].attn.qkv.weight.grad.abs().sum() > 0
     assert model.predictor.blocks[0].mlp.fc1.weight.grad.abs().sum() > 0

@@ -1,0 +1,181 @@
+"""What every self-supervised method shares, so that a new one writes only its networks and
+one ``loss(images, generator) -> (loss, features)``.
+
+The base owns:
+- the online monitors (linear probe, kNN bank gathered over ranks, collapse statistics) on
+  the detached ``features`` the loss returns (models/online_eval.py);
+- one AdamW over the ``trained`` networks (weight decay on matrices only) plus the probe;
+- per-optimizer-step LR, weight-decay and (optionally) EMA-momentum schedules;
+- the EMA of target networks (``ema_pairs``) after every optimizer step;
+- the random generator of each step, a function of (seed, epoch, batch) only, so masks are
+  the same on every rank, worker count and resume; evaluation uses epoch -1 (fixed masks).
+
+Conventions the rest of the template relies on:
+- ``encoder``: the network that probing, fine-tuning and export read (a ``ViTEncoder``);
+- ``forward(images)`` returns the pooled evaluation features;
+- ``hparams.seed`` and, for masked methods, a ``masks`` generator: the mask picture uses both;
+- attribute names ``encoder`` / ``target_encoder`` / ``predictor``: models/weights.py maps
+  checkpoints by these prefixes.
+"""
+
+import lightning as L
+import torch
+
+from trainlab.models.masks import step_generator
+from trainlab.models.online_eval import OnlineEvaluator
+from trainlab.optim.param_groups import decay_groups
+from trainlab.optim.schedules import cosine, linear, warmup_cosine
+
+
+class SelfSupervised(L.LightningModule):
+    """Args (all from the config; subclasses add their own networks' arguments):
+    encoder: the ViT whose features are monitored and exported.
+    optimizer: partial of a torch optimizer, completed with the parameter groups.
+    num_classes: for the online probe and kNN only (labels never reach the loss).
+    lr: (warm-up start, peak, cosine end) per optimizer step; warmup_epochs: its warm-up.
+    weight_decay: (start, end), cosine, on weight matrices only.
+    ema: (start, end) momentum of the targets in ``ema_pairs``, linear; None: no EMA.
+    probe_lr / knn_k / bank_size: the online monitors.
+    """
+
+    #: Constructor arguments that are networks or partials: not saved as hyperparameters,
+    #: so the checkpoint holds plain values and loads with torch.load(weights_only=True).
+    not_hparams: tuple[str, ...] = ("encoder", "optimizer")
+    #: Attributes the optimizer trains (each gets ``<name>/decay`` and ``<name>/no_decay``).
+    trained: tuple[str, ...] = ("encoder",)
+
+    def __init__(
+        self,
+        encoder: torch.nn.Module,
+        optimizer,
+        num_classes: int,
+        lr: tuple = (2e-4, 1e-3, 1e-6),
+        warmup_epochs: float = 40,
+        weight_decay: tuple = (0.04, 0.4),
+        ema: tuple | None = None,
+        probe_lr: float = 1e-3,
+        knn_k: int = 20,
+        bank_size: int = 4096,
+        seed: int = 0,
+    ):
+        super().__init__()
+        # Collects the subclass's arguments too (Lightning walks the __init__ frames).
+        self.save_hyperparameters(logger=False, ignore=list(self.not_hparams))
+        self.make_optimizer = optimizer
+        self.encoder = encoder
+        self.online = OnlineEvaluator(
+            encoder.embed_dim, num_classes, knn_k=knn_k, bank_size=bank_size
+        )
+
+    # -- what a method defines -----------------------------------------------------------
+    def loss(self, images: torch.Tensor, generator: torch.Generator):
+        """(loss, features (B, D)): the objective, and per-image features for the monitors."""
+        raise NotImplementedError
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """The evaluation representation: average-pooled encoder features."""
+        return self.encoder.pooled(images)
+
+    def ema_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
+        """(target, online) networks: target <- EMA of online after every optimizer step."""
+        return []
+
+    # -- steps -----------------------------------------------------------------------------
+    def training_step(self, batch, batch_idx):
+        images, labels = batch
+        g = step_generator(self.hparams.seed, self.current_epoch, batch_idx)
+        loss, features = self.loss(images, g)
+        probe_loss = self.online.training_loss(features, labels)
+        # One bank for the whole job: every rank enqueues every rank's features.
+        gathered = self.all_gather(features.detach()).reshape(-1, features.shape[-1])
+        self.online.enqueue(gathered, self.all_gather(labels).reshape(-1))
+        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True)
+        self.log("train/probe_loss", probe_loss, on_step=False, on_epoch=True)
+        return loss + probe_loss
+
+    def _evaluate(self, batch, batch_idx, stage: str):
+        images, labels = batch
+        # Fixed masks per batch index, so the loss is comparable across epochs.
+        loss, features = self.loss(images, step_generator(self.hparams.seed, -1, batch_idx))
+        self.log(f"{stage}/loss", loss, on_epoch=True, prog_bar=True, sync_dist=True)
+        self.online.update(features, labels)
+
+    def _log_online(self, stage: str) -> None:
+        self.log(f"{stage}/probe_acc", self.online.probe_acc, prog_bar=True)
+        if self.online.knn_acc.update_called:  # the bank is empty before the first train step
+            self.log(f"{stage}/knn_acc", self.online.knn_acc)
+        seen = self.online.take_seen()
+        if seen is not None:
+            # Ranks may hold one sample more or less (evaluation is not padded); all_gather
+            # needs equal shapes, so every rank contributes the smallest count.
+            n = int(self.all_gather(torch.tensor(len(seen), device=seen.device)).min())
+            gathered = self.all_gather(seen[:n]).reshape(-1, seen.shape[-1])
+            for name, value in self.online.collapse_stats(gathered).items():
+                self.log(f"{stage}/{name}", value)
+
+    def validation_step(self, batch, batch_idx):
+        self._evaluate(batch, batch_idx, "val")
+
+    def on_validation_epoch_end(self):
+        self._log_online("val")
+
+    def test_step(self, batch, batch_idx):
+        self._evaluate(batch, batch_idx, "test")
+
+    def on_test_epoch_end(self):
+        self._log_online("test")
+
+    # -- optimisation ------------------------------------------------------------------------
+    def configure_optimizers(self):
+        groups = []
+        for name in self.trained:
+            groups += decay_groups(getattr(self, name), f"{name}/")
+        for group in groups:
+            group["scheduled"] = True
+        groups.append(
+            {
+                "params": list(self.online.probe.parameters()),
+                "name": "probe",
+                "lr": self.hparams.probe_lr,
+                "weight_decay": 0.0,
+                "scheduled": False,
+            }
+        )
+        return self.make_optimizer(params=groups)
+
+    def schedules(self, step: int) -> dict[str, float]:
+        """LR, weight decay and EMA momentum at optimizer step ``step`` of the whole run
+        (``trainer.estimated_stepping_batches`` counts devices, nodes and accumulation)."""
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        steps_per_epoch = total / max(1, self.trainer.max_epochs or 1)
+        warmup = int(self.hparams.warmup_epochs * steps_per_epoch)
+        (lr0, lr_peak, lr_end), (wd0, wd_end) = self.hparams.lr, self.hparams.weight_decay
+        out = {
+            "lr": warmup_cosine(step, total, warmup, lr0, lr_peak, lr_end),
+            "wd": cosine(step, total, wd0, wd_end),
+        }
+        if self.hparams.ema is not None:
+            out["ema"] = linear(step, total, *self.hparams.ema)
+        return out
+
+    def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure=None):
+        # Called once per optimizer step (not per micro-batch under accumulation).
+        s = self.schedules(self.global_step)
+        for group in optimizer.param_groups:
+            if group.get("scheduled"):
+                group["lr"] = s["lr"]
+                if group["decay"]:
+                    group["weight_decay"] = s["wd"]
+        super().optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)
+        if "ema" in s:
+            self.update_target(s["ema"])
+        names = {"lr": "train/lr", "wd": "train/wd", "ema": "train/ema_momentum"}
+        self.log_dict({names[k]: v for k, v in s.items()})
+
+    @torch.no_grad()
+    def update_target(self, momentum: float) -> None:
+        """target <- momentum * target + (1 - momentum) * online, as one fused foreach op."""
+        for target_net, online_net in self.ema_pairs():
+            target = [p for p in target_net.parameters() if p.dtype.is_floating_point]
+            online = [p for p in online_net.parameters() if p.dtype.is_floating_point]
+            torch._foreach_lerp_(target, online, 1.0 - momentum)
