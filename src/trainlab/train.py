@@ -24,6 +24,7 @@ from trainlab.distributed.launcher import launch_ranks_from_config
 from trainlab.evaluation.checkpoint import print_ratings, rate_checkpoint
 from trainlab.evaluation.protocol import choices
 from trainlab.evaluation.protocol import metrics as protocol_metrics
+from trainlab.modules.self_supervised import SelfSupervised
 from trainlab.run import run_dir as rundir
 from trainlab.run.batch import per_device_batch, scale_learning_rates
 from trainlab.run.config_checks import check_config
@@ -187,7 +188,7 @@ def train(cfg: DictConfig) -> float | None:
             launcher.finish()  # children done, process group gone: the next job starts clean
 
     chosen = None
-    if trainer.is_global_zero and cfg.features.enabled and hasattr(model, "target_encoder"):
+    if trainer.is_global_zero and cfg.features.enabled and isinstance(model, SelfSupervised):
         # last.ckpt: the weights the summary's final val/* monitors describe
         rated = str(last_ckpt) if last_ckpt.exists() else best
         metrics, chosen = rate_frozen_features(cfg, rated or str(last_ckpt), datamodule, metrics)

@@ -1,0 +1,61 @@
+"""MAE pre-training (He et al. 2022): reconstruct the pixels of randomly masked patches."""
+
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+
+from trainlab.models.mae import patchify, random_masks
+from trainlab.models.vit import ViTEncoder, gather_tokens
+from trainlab.modules.self_supervised import SelfSupervised
+
+
+class MAE(SelfSupervised):
+    """Encoder on the visible patches, ``decoder`` (a partial of ``PixelDecoder``) predicts
+    the masked ones; mean squared error on their pixels, each patch standardised first when
+    ``norm_pix_loss`` (the paper's default). Monitors, optimizer and schedules come from
+    ``SelfSupervised``."""
+
+    not_hparams = ("encoder", "decoder", "optimizer")
+    trained = ("encoder", "decoder")
+
+    def __init__(
+        self,
+        encoder: ViTEncoder,
+        decoder,
+        optimizer,
+        num_classes: int,
+        mask_ratio: float = 0.75,
+        norm_pix_loss: bool = True,
+        lr: tuple = (0.0, 1.5e-4, 0.0),
+        warmup_epochs: float = 40,
+        weight_decay: tuple = (0.05, 0.05),
+        probe_lr: float = 1e-3,
+        knn_k: int = 20,
+        bank_size: int = 4096,
+        seed: int = 0,
+    ):
+        super().__init__(
+            encoder, optimizer, num_classes, lr, warmup_epochs, weight_decay, None, probe_lr,
+            knn_k, bank_size, seed,
+        )  # fmt: skip
+        self.patch = encoder.patch_embed.patch_size[0]
+        self.decoder = decoder(
+            grid=encoder.grid,
+            embed_dim=encoder.embed_dim,
+            patch_size=self.patch,
+            in_chans=encoder.patch_embed.proj.in_channels,
+        )
+        self.masks = partial(random_masks, num_patches=encoder.num_patches, mask_ratio=mask_ratio)
+
+    def loss(self, images: torch.Tensor, generator: torch.Generator):
+        masks = self.masks(len(images), generator)
+        context, targets = masks.context.to(self.device), masks.targets.to(self.device)
+        pred = self.decoder(self.encoder(images, context), context, targets)[:, 0]
+        target = gather_tokens(patchify(images, self.patch), targets[:, 0])
+        if self.hparams.norm_pix_loss:
+            target = F.layer_norm(target, target.shape[-1:])  # per-patch mean 0, var 1
+        loss = F.mse_loss(pred.float(), target.float())
+        with torch.no_grad():  # the monitors see whole images, as the evaluation does
+            features = self.encoder.pooled(images)
+        return loss, features
