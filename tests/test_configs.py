@@ -3,7 +3,7 @@
 import hydra
 import pytest
 import torch
-from conftest import EXPERIMENTS
+from conftest import CONFIGS, EXPERIMENTS
 
 from trainlab.run.config_checks import check_config
 
@@ -52,7 +52,6 @@ def test_experiment_instantiates(cfg_factory, experiment):
 
 @pytest.mark.parametrize("group", ["data", "logger", "callbacks", "trainer", "strategy", "debug"])
 def test_every_option_of_a_group_composes(cfg_factory, group):
-    from conftest import CONFIGS
 
     for option in sorted(p.stem for p in (CONFIGS / group).glob("*.yaml")):
         overrides = [f"{group}={option}"]
@@ -105,3 +104,19 @@ def test_num_classes_is_counted_from_the_folder_or_the_shards_classes_json(cfg_f
     (tmp_path / "shards").mkdir()
     (tmp_path / "shards" / "classes.json").write_text(json.dumps(["a", "b", "c", "d"]))
     assert cfg_factory("data=stream", f"data.root={tmp_path / 'shards'}").data.num_classes == 4
+
+
+def test_experiment_changes_to_a_group_chosen_on_the_command_line_are_named():
+    from trainlab.run.overrides import experiment_changes
+
+    (line,) = experiment_changes(
+        CONFIGS, {"experiment": "ijepa_digits", "data": "mnist5k"}, ["data=mnist5k", "seed=1"]
+    )
+    assert "data.image_size=16" in line and "data.crop_scale=[0.3, 1.0]" in line
+    # finetune extends linear_probe: the values it inherits count too
+    (line,) = experiment_changes(
+        CONFIGS, {"experiment": "finetune", "model": "classifier"}, ["model=classifier"]
+    )
+    assert "model.layer_decay=0.75" in line and "model.net.freeze_encoder=False" in line
+    assert experiment_changes(CONFIGS, {"experiment": None, "model": "vae"}, ["model=vae"]) == []
+    assert experiment_changes(CONFIGS, {"experiment": "ijepa_digits"}, ["data.image_size=28"]) == []

@@ -14,12 +14,30 @@ from trainlab.models.weights import ijepa_parts, read_state
 from trainlab.train import train
 from trainlab.utils.errors import DataError
 
+# One short epoch on the CPU with checkpointing on: the optimized metric must exist.
+SHORT = [
+    "trainer.max_epochs=1",
+    "trainer.limit_train_batches=2",
+    "trainer.limit_val_batches=1",
+    "trainer.limit_test_batches=1",
+    "trainer.accelerator=cpu",
+    "trainer.devices=1",
+    "logger=csv",
+    "features.enabled=false",
+]
+
+
+def assert_best_checkpoint(run_dir: Path) -> None:
+    results = json.loads((run_dir / "metrics.json").read_text())
+    assert results["optimized_metric"]["value"] is not None, results["optimized_metric"]
+    assert Path(results["checkpoints"]["best"]).is_file()
+
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
-def test_fast_dev_run(tmp_path, experiment):
-    """One batch of everything; where the data is absent, small experiments run on FakeData
+def test_every_experiment_runs_and_checkpoints(tmp_path, experiment):
+    """Two batches of everything; where the data is absent, small experiments run on FakeData
     of the same shape instead, large ones (ImageNet scale) are skipped."""
-    overrides = [f"experiment={experiment}", "debug=fdr"]
+    overrides = [f"experiment={experiment}", *SHORT]
     if experiment.startswith("vae"):
         overrides.append("model.test_importance_samples=4")  # k=100-5000 is minutes on a CPU
     cfg = compose_cfg(tmp_path, overrides)
@@ -42,7 +60,24 @@ def test_fast_dev_run(tmp_path, experiment):
             ],
         )
     train(cfg)
-    assert (tmp_path / "run" / "metrics.json").exists()
+    assert_best_checkpoint(tmp_path / "run")
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["model=classifier"],
+        ["model=vae", "model.test_importance_samples=4"],
+        ["model=ijepa", "model.encoder.size=vit_tiny", "model.encoder.patch_size=4"],
+        ["data=fake", "model=classifier"],
+        ["data=mnist5k", "model=classifier"],
+    ],
+    ids=lambda o: " ".join(o),
+)
+def test_groups_run_and_checkpoint_outside_an_experiment(tmp_path, overrides):
+    """``~experiment``: the groups' own defaults, each judged by its model's own metric."""
+    train(compose_cfg(tmp_path, ["~experiment", *overrides, *SHORT]))
+    assert_best_checkpoint(tmp_path / "run")
 
 
 def test_train_then_eval_give_the_same_test_metric(tmp_path):

@@ -1,7 +1,10 @@
 """trainlab: a Lightning + Hydra template for distributed vision pre-training."""
 
-from trainlab.data.class_count import register as _register_resolvers
+from trainlab.data.class_count import register as _register_class_count
+from trainlab.modules.monitor import register as _register_monitor
 
 __version__ = "0.1.0"
 
-_register_resolvers()  # before any config is resolved: ${count_classes:...} in configs/data
+# Before any config is resolved: ${count_classes:...} in configs/data, ${monitor:...} in train.yaml.
+_register_class_count()
+_register_monitor()

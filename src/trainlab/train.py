@@ -35,6 +35,7 @@ from trainlab.run.instantiate import (
     instantiate_loggers,
     instantiate_strategy,
 )
+from trainlab.run.overrides import experiment_changes
 from trainlab.run.results import batch_facts, final_metrics, write_metrics_json
 from trainlab.run.task import run_task
 from trainlab.utils.errors import ConfigError, DataError
@@ -228,4 +229,9 @@ def train(cfg: DictConfig) -> float | None:
 
 @hydra.main(version_base="1.3", config_path=CONFIGS, config_name="train")
 def main(cfg: DictConfig) -> float | None:
+    hydra_cfg = HydraConfig.get()
+    for line in experiment_changes(
+        Path(CONFIGS), hydra_cfg.runtime.choices, list(hydra_cfg.overrides.task)
+    ):
+        log.warning(line)
     return run_task(train, cfg)

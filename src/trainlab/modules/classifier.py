@@ -33,6 +33,8 @@ class Classifier(L.LightningModule):
         init_from: a weights file for ``net.load_weights`` (pre-trained encoders).
     """
 
+    monitor, monitor_mode = "val/acc", "max"  # optimized_metric unless the config says otherwise
+
     def __init__(
         self,
         net: nn.Module,

@@ -43,6 +43,8 @@ class SelfSupervised(L.LightningModule):
     not_hparams: tuple[str, ...] = ("encoder", "optimizer")
     #: Attributes the optimizer trains (each gets ``<name>/decay`` and ``<name>/no_decay``).
     trained: tuple[str, ...] = ("encoder",)
+    #: What checkpoints monitor and sweeps optimise unless the config says otherwise.
+    monitor, monitor_mode = "val/probe_acc", "max"
 
     def __init__(
         self,

@@ -29,6 +29,8 @@ class VAE(L.LightningModule):
         estimate logged as ``val/nll`` / ``test/nll`` (0 = not computed).
     """
 
+    monitor, monitor_mode = "val/elbo", "max"  # optimized_metric unless the config says otherwise
+
     def __init__(
         self,
         net: VAENet,
