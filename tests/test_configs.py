@@ -110,13 +110,13 @@ def test_experiment_changes_to_a_group_chosen_on_the_command_line_are_named():
     from trainlab.run.overrides import experiment_changes
 
     (line,) = experiment_changes(
-        CONFIGS, {"experiment": "ijepa_digits", "data": "mnist5k"}, ["data=mnist5k", "seed=1"]
+        CONFIGS, {"experiment": "ijepa_mnist", "data": "digits"}, ["data=digits", "seed=1"]
     )
-    assert "data.image_size=16" in line and "data.crop_scale=[0.3, 1.0]" in line
+    assert "data.image_size=28" in line and "data.crop_scale=None" in line
     # finetune extends linear_probe: the values it inherits count too
     (line,) = experiment_changes(
         CONFIGS, {"experiment": "finetune", "model": "classifier"}, ["model=classifier"]
     )
     assert "model.layer_decay=0.75" in line and "model.net.freeze_encoder=False" in line
     assert experiment_changes(CONFIGS, {"experiment": None, "model": "vae"}, ["model=vae"]) == []
-    assert experiment_changes(CONFIGS, {"experiment": "ijepa_digits"}, ["data.image_size=28"]) == []
+    assert experiment_changes(CONFIGS, {"experiment": "ijepa_mnist"}, ["data.image_size=32"]) == []

@@ -39,6 +39,6 @@ def experiment_changes(configs: Path, choices: dict, task_overrides: list[str]) 
             keys = ", ".join(_leaves(values[group], group))
             lines.append(
                 f"experiment={experiment} changes {group}={choices[group]} from the command "
-                f"line: {keys} (~experiment, or another experiment, keeps the group's own values)"
+                f"line: {keys} (without an experiment the group's own values apply)"
             )
     return lines
