@@ -16,15 +16,11 @@ def pixel_views(images: torch.Tensor) -> dict[str, torch.Tensor]:
 
 def encoder_views(encoder: torch.nn.Module) -> Views:
     """Average-pooled tokens of the last block and of the last 4 blocks concatenated, each
-    after the encoder's final norm (the I-JEPA paper's probe features), via timm's
-    ``forward_intermediates``."""
+    after the encoder's final norm (the I-JEPA paper's probe features)."""
     n = min(4, len(encoder.blocks))
 
     def views(images: torch.Tensor) -> dict[str, torch.Tensor]:
-        layers = encoder.forward_intermediates(
-            images, indices=n, norm=True, intermediates_only=True, output_fmt="NLC"
-        )
-        pooled = [tokens.mean(dim=1) for tokens in layers]
+        pooled = encoder.pooled_layers(images, n)
         return {"last": pooled[-1], f"last{n}": torch.cat(pooled, dim=1)}
 
     return views

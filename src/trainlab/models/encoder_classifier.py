@@ -59,14 +59,7 @@ class EncoderClassifier(nn.Module):
     def features(self, x: torch.Tensor) -> torch.Tensor:
         if self.pooling == "avg":
             return self.encoder.pooled(x)
-        enc = self.encoder
-        tokens = enc.norm_pre(enc.patch_embed(x) + enc.pos_embed)
-        pooled = []
-        for i, block in enumerate(enc.blocks):
-            tokens = block(tokens)
-            if i >= len(enc.blocks) - 4:
-                pooled.append(enc.norm(tokens).mean(dim=1))
-        return torch.cat(pooled, dim=1)
+        return torch.cat(self.encoder.pooled_layers(x, 4), dim=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.frozen and self.encoder.training:

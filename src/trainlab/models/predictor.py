@@ -4,9 +4,8 @@ import torch
 from timm.layers import trunc_normal_
 from timm.models.vision_transformer import Block
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
-from trainlab.models.vit import gather_tokens, sincos_pos_embed
+from trainlab.models.vit import gather_tokens, run_blocks, sincos_pos_embed
 
 
 class Predictor(nn.Module):
@@ -67,10 +66,6 @@ class Predictor(nn.Module):
         x = torch.cat([ctx.unsqueeze(1).expand(B, M, K, P), queries], dim=2).reshape(
             B * M, K + T, P
         )
-        for block in self.blocks:
-            if self.grad_checkpointing and self.training:
-                x = checkpoint(block, x, use_reentrant=False)
-            else:
-                x = block(x)
+        x = run_blocks(self.blocks, x, self.grad_checkpointing and self.training)
         x = self.proj(self.norm(x[:, K:]))
         return x.reshape(B, M, T, -1)

@@ -28,6 +28,14 @@ def gather_tokens(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return out.reshape(*index.shape, x.shape[-1])
 
 
+def run_blocks(blocks: torch.nn.ModuleList, x: torch.Tensor, checkpointing: bool) -> torch.Tensor:
+    """The blocks in order; with ``checkpointing`` each block's activations are recomputed in
+    the backward pass instead of kept (memory for compute). Encoder and predictor share it."""
+    for block in blocks:
+        x = checkpoint(block, x, use_reentrant=False) if checkpointing else block(x)
+    return x
+
+
 def sincos_pos_embed(grid: tuple[int, int], dim: int) -> torch.Tensor:
     """Fixed 2-D sin-cos position table, shaped (1, H*W, dim) like timm's ``pos_embed``."""
     return build_sincos2d_pos_embed(list(grid), dim=dim).reshape(1, grid[0] * grid[1], dim)
@@ -86,11 +94,7 @@ class ViTEncoder(VisionTransformer):
         if keep is not None:
             x = gather_tokens(x, keep)
         x = self.norm_pre(x)
-        for block in self.blocks:
-            if self.grad_checkpointing and self.training:
-                x = checkpoint(block, x, use_reentrant=False)
-            else:
-                x = block(x)
+        x = run_blocks(self.blocks, x, self.grad_checkpointing and self.training)
         return self.norm(x)
 
     def forward(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
@@ -100,3 +104,11 @@ class ViTEncoder(VisionTransformer):
     def pooled(self, x: torch.Tensor) -> torch.Tensor:
         """Average-pooled features of the full image (B, D): the evaluation representation."""
         return self.forward_features(x).mean(dim=1)
+
+    def pooled_layers(self, x: torch.Tensor, n: int) -> list[torch.Tensor]:
+        """Average-pooled tokens (B, D) of each of the last ``n`` blocks, each after the final
+        norm (the I-JEPA paper's probe features), from timm's ``forward_intermediates``."""
+        layers = self.forward_intermediates(
+            x, indices=n, norm=True, intermediates_only=True, output_fmt="NLC"
+        )
+        return [tokens.mean(dim=1) for tokens in layers]

@@ -12,7 +12,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from torchvision.transforms import v2
 
 from trainlab.optim.param_groups import layer_decay_groups
-from trainlab.optim.schedules import warmup_cosine
+from trainlab.optim.schedules import warmup_cosine, warmup_steps
 
 
 class Classifier(L.LightningModule):
@@ -122,7 +122,7 @@ class Classifier(L.LightningModule):
             group["lr"] *= group.get("lr_scale", 1.0)
         if self.hparams.warmup_epochs > 0:
             total = self.trainer.estimated_stepping_batches
-            warmup = round(total * self.hparams.warmup_epochs / max(1, self.trainer.max_epochs))
+            warmup = warmup_steps(self.hparams.warmup_epochs, total, self.trainer.max_epochs)
             schedule = partial(warmup_cosine, total=total, warmup=warmup, start=0, peak=1, final=0)
             scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
         elif self.make_scheduler is not None:

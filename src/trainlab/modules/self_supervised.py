@@ -24,7 +24,7 @@ import torch
 from trainlab.models.masks import step_generator
 from trainlab.models.online_eval import OnlineEvaluator
 from trainlab.optim.param_groups import decay_groups
-from trainlab.optim.schedules import cosine, linear, warmup_cosine
+from trainlab.optim.schedules import cosine, linear, warmup_cosine, warmup_steps
 
 
 class SelfSupervised(L.LightningModule):
@@ -149,8 +149,7 @@ class SelfSupervised(L.LightningModule):
         """LR, weight decay and EMA momentum at optimizer step ``step`` of the whole run
         (``trainer.estimated_stepping_batches`` counts devices, nodes and accumulation)."""
         total = max(1, int(self.trainer.estimated_stepping_batches))
-        steps_per_epoch = total / max(1, self.trainer.max_epochs or 1)
-        warmup = int(self.hparams.warmup_epochs * steps_per_epoch)
+        warmup = warmup_steps(self.hparams.warmup_epochs, total, self.trainer.max_epochs)
         (lr0, lr_peak, lr_end), (wd0, wd_end) = self.hparams.lr, self.hparams.weight_decay
         out = {
             "lr": warmup_cosine(step, total, warmup, lr0, lr_peak, lr_end),

@@ -7,6 +7,11 @@ and EMA momentum on the same step counter, so all three live here side by side.
 import math
 
 
+def warmup_steps(warmup_epochs: float, total: int, max_epochs: int | None) -> int:
+    """Warm-up epochs in optimizer steps, for a run of ``total`` steps over ``max_epochs``."""
+    return int(warmup_epochs * (total / max(1, max_epochs or 1)))
+
+
 def warmup_cosine(
     step: int, total: int, warmup: int, start: float, peak: float, final: float
 ) -> float:
