@@ -125,3 +125,44 @@ def test_probe_loads_the_chosen_encoder_of_a_pretraining_checkpoint(tmp_path):
 
 
 # Under DDP the probe's val/acc equals the whole validation set's: test_distributed.py.
+
+
+def test_probe_takes_the_encoder_shape_from_the_checkpoints_run(tmp_path):
+    """experiment=linear_probe on an ijepa_mnist checkpoint: patch 7 at 28 px, not the
+    experiment's patch 4 at 16 px; what the command line gives still wins."""
+    from omegaconf import OmegaConf
+
+    from trainlab.run.checkpoint_config import adopt_encoder_shape
+
+    run = tmp_path / "pretrain"
+    (run / "checkpoints").mkdir(parents=True)
+    OmegaConf.save(compose_cfg(tmp_path / "p", ["experiment=ijepa_mnist"]), run / "config.yaml")
+    ckpt = run / "checkpoints" / "last.ckpt"
+    given = ["model.net.encoder.depth=3"]
+    cfg = compose_cfg(
+        tmp_path / "probe", ["experiment=linear_probe", f"model.init_from={ckpt}", *given]
+    )
+    adopt_encoder_shape(cfg, given)
+    enc = cfg.model.net.encoder
+    assert (enc.patch_size, enc.size, enc.depth) == (7, "vit_tiny", 3)
+    assert cfg.data.image_size == 28 and enc.img_size == 28  # ${data.image_size}
+    # No run dir (an official or timm file): the config's shape stays.
+    cfg = compose_cfg(tmp_path / "probe2", ["experiment=linear_probe", "model.init_from=/x.pth"])
+    adopt_encoder_shape(cfg, [])
+    assert cfg.model.net.encoder.patch_size == 4
+
+
+def test_probe_of_a_checkpoint_without_target_encoder_loads_its_encoder(tmp_path, caplog):
+    torch.manual_seed(1)
+    source = ViTEncoder(**ENCODER)
+    path = tmp_path / "mae.ckpt"
+    torch.save({"state_dict": {f"encoder.{k}": v for k, v in source.state_dict().items()}}, path)
+    net = EncoderClassifier(ViTEncoder(**ENCODER), 10, init_part="target_encoder")
+    net.load_weights(str(path))
+    assert "holds no target_encoder: loading its encoder instead" in caplog.text
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(
+            net.encoder.state_dict().values(), source.state_dict().values(), strict=True
+        )
+    )

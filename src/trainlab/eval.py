@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from trainlab.evaluation.checkpoint import print_ratings, rate_checkpoint
 from trainlab.evaluation.protocol import choices
 from trainlab.evaluation.protocol import metrics as protocol_metrics
+from trainlab.run.checkpoint_config import INPUT_FORMAT, config_path, run_config_of
 from trainlab.run.config_checks import check_config
 from trainlab.run.console import print_summary
 from trainlab.run.instantiate import finish_wandb, instantiate_loggers
@@ -36,21 +37,17 @@ log = get_logger(__name__)
 
 def train_config_of(ckpt: Path) -> DictConfig:
     """The config of the run that wrote ``ckpt`` (``<run_dir>/checkpoints/<ckpt>``)."""
-    path = ckpt.resolve().parent.parent / "config.yaml"
-    if not path.exists():
-        raise UserError(f"no config.yaml next to {ckpt.parent}: expected it at {path}")
-    return OmegaConf.load(path)
-
-
-# What the encoder's weights expect of its input: kept from the checkpoint's data when
-# data=<other> replaces it, unless given on the command line.
-INPUT_FORMAT = ("image_size", "in_chans", "mean", "std")
+    train_cfg = run_config_of(ckpt)
+    if train_cfg is None:
+        raise UserError(f"no config.yaml next to {ckpt.parent}: expected it at {config_path(ckpt)}")
+    return train_cfg
 
 
 def merged_config(cfg: DictConfig, ckpt: Path) -> DictConfig:
-    """Data and model of the checkpoint's run, unless the command line chose them."""
-    path = ckpt.resolve().parent.parent / "config.yaml"
-    train_cfg = OmegaConf.load(path) if path.exists() else None
+    """Data and model of the checkpoint's run, unless the command line chose them. The
+    checkpoint's input format (INPUT_FORMAT) is kept when data=<other> replaces its data."""
+    path = config_path(ckpt)
+    train_cfg = run_config_of(ckpt)
     data, model = cfg.get("data"), cfg.get("model")
     if train_cfg is None and (data is None or model is None or "_target_" not in data):
         raise UserError(

@@ -27,6 +27,7 @@ from trainlab.evaluation.protocol import metrics as protocol_metrics
 from trainlab.modules.self_supervised import SelfSupervised
 from trainlab.run import run_dir as rundir
 from trainlab.run.batch import per_device_batch, scale_learning_rates
+from trainlab.run.checkpoint_config import adopt_encoder_shape
 from trainlab.run.config_checks import check_config
 from trainlab.run.console import print_config_tree, print_summary
 from trainlab.run.instantiate import (
@@ -104,6 +105,7 @@ def rate_frozen_features(cfg: DictConfig, ckpt: str, datamodule, metrics: dict):
 def train(cfg: DictConfig) -> float | None:
     """Fit (and test) the configured model; return ``cfg.optimized_metric`` for sweepers."""
     start = time.monotonic()
+    adopt_encoder_shape(cfg, rundir.command_line_overrides())  # probe: the weights' shape
     check_config(cfg)
     refuse_multirun_under_torchrun()
     run_dir = Path(cfg.paths.output_dir)

@@ -5,6 +5,7 @@ or of each of the last 4 layers concatenated, of the (EMA) target encoder; a lin
 is trained on top, the encoder frozen (probe) or trained with it (fine-tuning).
 """
 
+import logging
 from typing import Literal
 
 import torch
@@ -13,6 +14,8 @@ from torch import nn
 from trainlab.models.vit import ViTEncoder
 from trainlab.models.weights import ijepa_parts, load_into, read_state
 from trainlab.utils.errors import UserError
+
+log = logging.getLogger(__name__)
 
 
 class EncoderClassifier(nn.Module):
@@ -49,6 +52,9 @@ class EncoderClassifier(nn.Module):
         """The encoder from a trainlab .ckpt, an official I-JEPA .pth.tar or a timm
         ``*_ijepa`` file; the head keeps its fresh initialisation."""
         parts = ijepa_parts(read_state(path))
+        if self.init_part not in parts and "encoder" in parts:  # MAE, or any one-encoder file
+            log.warning(f"{path} holds no {self.init_part}: loading its encoder instead")
+            self.init_part = "encoder"
         if self.init_part not in parts:
             raise UserError(
                 f"{path} holds no {self.init_part} (it has {', '.join(parts) or 'none'}): "

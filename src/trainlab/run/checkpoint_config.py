@@ -1,0 +1,53 @@
+"""The config of the run that wrote a checkpoint (``<run_dir>/config.yaml`` next to
+``<run_dir>/checkpoints/``): probes, fine-tunes and ``eval.py`` take the encoder's shape and
+input format from it, so the network always matches the weights it loads.
+"""
+
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from trainlab.utils.logging import get_logger
+
+log = get_logger(__name__)
+
+# What the weights fix: the encoder's architecture and the input it was trained on.
+ENCODER_SHAPE = ("patch_size", "size", "depth", "init_values")
+INPUT_FORMAT = ("image_size", "in_chans", "mean", "std")
+
+
+def config_path(ckpt: str | Path) -> Path:
+    return Path(ckpt).resolve().parent.parent / "config.yaml"
+
+
+def run_config_of(ckpt: str | Path) -> DictConfig | None:
+    """The run's config, or None for a checkpoint outside a run dir (official, timm files)."""
+    path = config_path(ckpt)
+    return OmegaConf.load(path) if path.is_file() else None
+
+
+def adopt_encoder_shape(cfg: DictConfig, given: list[str]) -> None:
+    """A classifier with an encoder net and ``model.init_from`` set: copy the encoder shape
+    and input format from the checkpoint's run, except keys given on the command line."""
+    init_from = OmegaConf.select(cfg, "model.init_from")
+    encoder = OmegaConf.select(cfg, "model.net.encoder")
+    if not init_from or encoder is None:
+        return
+    run = run_config_of(init_from)
+    if run is None:
+        log.info(f"{init_from} has no run config: the encoder shape is this config's")
+        return
+    source = OmegaConf.select(run, "model.encoder") or OmegaConf.select(run, "model.net.encoder")
+    given_keys = {o.split("=", 1)[0].lstrip("+~") for o in given}
+    changed = []
+    with open_dict(cfg):
+        for node, key, name in [
+            *((encoder, k, f"model.net.encoder.{k}") for k in ENCODER_SHAPE),
+            *((cfg.data, k, f"data.{k}") for k in INPUT_FORMAT),
+        ]:
+            value = (source if node is encoder else run.data).get(key)
+            if value is not None and name not in given_keys and node.get(key) != value:
+                node[key] = value
+                changed.append(f"{name}={value}")
+    if changed:
+        log.info(f"from the checkpoint's run ({config_path(init_from)}): {', '.join(changed)}")
