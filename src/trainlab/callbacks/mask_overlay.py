@@ -6,6 +6,7 @@ from torchvision.utils import make_grid
 
 from trainlab.callbacks.pictures import enlarge, publish
 from trainlab.models.masks import step_generator
+from trainlab.utils.seeding import run_seed
 
 # Context in translucent blue; each target block in its own colour.
 CONTEXT_RGB = torch.tensor([0.1, 0.4, 1.0])
@@ -63,9 +64,7 @@ class MaskOverlay(Callback):
         mean = torch.tensor(dm.mean).view(1, -1, 1, 1)
         std = torch.tensor(dm.std).view(1, -1, 1, 1)
         images = (images * std + mean).clamp(0, 1)
-        masks = pl_module.masks(
-            len(images), step_generator(pl_module.hparams.seed, trainer.current_epoch, 0)
-        )
+        masks = pl_module.masks(len(images), step_generator(run_seed(), trainer.current_epoch, 0))
         encoder = pl_module.encoder
         picture = overlay(
             images, masks.context, masks.targets, encoder.grid, encoder.patch_embed.patch_size[0]

@@ -48,14 +48,13 @@ class IJEPA(SelfSupervised):
         knn_k: int = 20,
         bank_size: int = 4096,
         init_from: str | None = None,
-        seed: int = 0,
     ):
         # Built before the base's online probe: the order of random initialisations is part
         # of the default job's recorded numbers (tests/fixtures/default_job_trace.json).
         predictor = predictor(grid=encoder.grid, embed_dim=encoder.embed_dim)
         super().__init__(
             encoder, optimizer, num_classes, lr, warmup_epochs, weight_decay, ema, probe_lr,
-            knn_k, bank_size, seed,
+            knn_k, bank_size,
         )  # fmt: skip
         self.predictor: Predictor = predictor
         self.masks: MultiBlockMaskGenerator = masks(grid=encoder.grid)

@@ -33,11 +33,10 @@ class MAE(SelfSupervised):
         probe_lr: float = 1e-3,
         knn_k: int = 20,
         bank_size: int = 4096,
-        seed: int = 0,
     ):
         super().__init__(
             encoder, optimizer, num_classes, lr, warmup_epochs, weight_decay, None, probe_lr,
-            knn_k, bank_size, seed,
+            knn_k, bank_size,
         )  # fmt: skip
         self.patch = encoder.patch_embed.patch_size[0]
         self.decoder = decoder(

@@ -7,13 +7,14 @@ The base owns:
 - one AdamW over the ``trained`` networks (weight decay on matrices only) plus the probe;
 - per-optimizer-step LR, weight-decay and (optionally) EMA-momentum schedules;
 - the EMA of target networks (``ema_pairs``) after every optimizer step;
-- the random generator of each step, a function of (seed, epoch, batch) only, so masks are
-  the same on every rank, worker count and resume; evaluation uses epoch -1 (fixed masks).
+- the random generator of each step, a function of (run seed, epoch, batch) only, so masks
+  are the same on every rank, worker count and resume; evaluation uses epoch -1 (fixed masks).
 
 Conventions the rest of the template relies on:
 - ``encoder``: the network that probing, fine-tuning and export read (a ``ViTEncoder``);
 - ``forward(images)`` returns the pooled evaluation features;
-- ``hparams.seed`` and, for masked methods, a ``masks`` generator: the mask picture uses both;
+- for masked methods, a ``masks`` generator of ``(batch_size, generator)``: the mask picture
+  draws it with the run's seed (``run_seed()``, the one way a seed reaches a module);
 - attribute names ``encoder`` / ``target_encoder`` / ``predictor``: models/weights.py maps
   checkpoints by these prefixes.
 """
@@ -25,6 +26,7 @@ from trainlab.models.masks import step_generator
 from trainlab.models.online_eval import OnlineEvaluator
 from trainlab.optim.param_groups import decay_groups
 from trainlab.optim.schedules import cosine, linear, warmup_cosine, warmup_steps
+from trainlab.utils.seeding import run_seed
 
 
 class SelfSupervised(L.LightningModule):
@@ -58,7 +60,6 @@ class SelfSupervised(L.LightningModule):
         probe_lr: float = 1e-3,
         knn_k: int = 20,
         bank_size: int = 4096,
-        seed: int = 0,
     ):
         super().__init__()
         # Collects the subclass's arguments too (Lightning walks the __init__ frames).
@@ -85,7 +86,7 @@ class SelfSupervised(L.LightningModule):
     # -- steps -----------------------------------------------------------------------------
     def training_step(self, batch, batch_idx):
         images, labels = batch
-        g = step_generator(self.hparams.seed, self.current_epoch, batch_idx)
+        g = step_generator(run_seed(), self.current_epoch, batch_idx)
         loss, features = self.loss(images, g)
         probe_loss = self.online.training_loss(features, labels)
         # One bank for the whole job: every rank enqueues every rank's features.
@@ -98,7 +99,7 @@ class SelfSupervised(L.LightningModule):
     def _evaluate(self, batch, batch_idx, stage: str):
         images, labels = batch
         # Fixed masks per batch index, so the loss is comparable across epochs.
-        loss, features = self.loss(images, step_generator(self.hparams.seed, -1, batch_idx))
+        loss, features = self.loss(images, step_generator(run_seed(), -1, batch_idx))
         self.log(f"{stage}/loss", loss, on_epoch=True, prog_bar=True, sync_dist=True)
         self.online.update(features, labels)
 
