@@ -23,10 +23,9 @@ from trainlab.evaluation.protocol import choices
 from trainlab.evaluation.protocol import metrics as protocol_metrics
 from trainlab.run.checkpoint_config import INPUT_FORMAT, config_path, run_config_of
 from trainlab.run.config_checks import check_config
-from trainlab.run.console import print_summary
 from trainlab.run.instantiate import finish_wandb, instantiate_loggers
-from trainlab.run.results import batch_facts, final_metrics, write_metrics_json
-from trainlab.run.run_dir import guard, is_global_zero, record
+from trainlab.run.results import batch_facts, final_metrics, report
+from trainlab.run.run_dir import guard, is_global_zero, open_run
 from trainlab.run.task import run_task
 from trainlab.train import CONFIGS
 from trainlab.utils.errors import UserError
@@ -97,15 +96,17 @@ def rate_features(cfg: DictConfig, ckpt: Path, run_dir: Path, start: float) -> d
         cfg.seed,
     )
     metrics = protocol_metrics(ratings)
-    path = write_metrics_json(
+    print_ratings(ratings, f"frozen features of {ckpt.name} ({datamodule.name})")
+    report(
+        "eval summary",
         run_dir,
-        metrics=metrics,
+        metrics,
+        head={"checkpoint": ckpt},
+        tail={},
         chosen=choices(ratings),
         checkpoints={"evaluated": str(ckpt), "part": cfg.features.init_part},
         run={"run_dir": str(run_dir), "wall_seconds": round(time.monotonic() - start, 2)},
     )
-    print_ratings(ratings, f"frozen features of {ckpt.name} ({datamodule.name})")
-    print_summary("eval summary", {"checkpoint": ckpt, "metrics.json": path, **metrics})
     return metrics
 
 
@@ -120,23 +121,19 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
         raise UserError(f"mode={cfg.mode} is not a mode: use mode=test or mode=features")
     if cfg.mode == "features":
         cfg = merged_config(cfg, ckpt)
-        run_dir = Path(cfg.paths.output_dir)
-        guard(run_dir)
-        record(run_dir, cfg)
+        run_dir = open_run(cfg)
         L.seed_everything(cfg.seed)
         return rate_features(cfg, ckpt, run_dir, start)
     train_cfg = train_config_of(ckpt)
-    run_dir = Path(cfg.paths.output_dir)
     if is_global_zero():
-        guard(run_dir)
+        guard(Path(cfg.paths.output_dir))  # before the checks, as a refused run writes nothing
     # Re-resolve the training run's data/model against this run's paths and config.
     with open_dict(cfg):
         cfg.data, cfg.model = train_cfg.data, train_cfg.model
         if "init_from" in cfg.model:  # the checkpoint holds the weights; skip the start file
             cfg.model.init_from = None
     check_config(cfg)
-    if is_global_zero():
-        record(run_dir, cfg)
+    run_dir = open_run(cfg)
     L.seed_everything(cfg.seed, workers=True)
 
     datamodule = hydra.utils.instantiate(cfg.data)
@@ -161,10 +158,15 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
             "wall_seconds": round(time.monotonic() - start, 2),
             **batch_facts(trainer, datamodule.eval_batch_size),
         }
-        path = write_metrics_json(
-            run_dir, metrics=metrics, checkpoints={"evaluated": str(ckpt)}, run=run
+        report(
+            "eval summary",
+            run_dir,
+            metrics,
+            head={"checkpoint": ckpt},
+            tail={},
+            checkpoints={"evaluated": str(ckpt)},
+            run=run,
         )
-        print_summary("eval summary", {"checkpoint": ckpt, "metrics.json": path, **metrics})
     return metrics
 
 

@@ -24,12 +24,13 @@ from trainlab.distributed.launcher import launch_ranks_from_config
 from trainlab.evaluation.checkpoint import print_ratings, rate_checkpoint
 from trainlab.evaluation.protocol import choices
 from trainlab.evaluation.protocol import metrics as protocol_metrics
+from trainlab.modules.compile import compile_networks
 from trainlab.modules.self_supervised import SelfSupervised
 from trainlab.run import run_dir as rundir
 from trainlab.run.batch import per_device_batch, scale_learning_rates
 from trainlab.run.checkpoint_config import adopt_encoder_shape
 from trainlab.run.config_checks import check_config
-from trainlab.run.console import print_config_tree, print_summary
+from trainlab.run.console import print_config_tree
 from trainlab.run.instantiate import (
     finish_wandb,
     instantiate_callbacks,
@@ -37,7 +38,7 @@ from trainlab.run.instantiate import (
     instantiate_strategy,
 )
 from trainlab.run.overrides import experiment_changes
-from trainlab.run.results import batch_facts, final_metrics, write_metrics_json
+from trainlab.run.results import batch_facts, final_metrics, report
 from trainlab.run.task import run_task
 from trainlab.utils.errors import ConfigError, DataError
 from trainlab.utils.logging import get_logger
@@ -102,28 +103,8 @@ def rate_frozen_features(cfg: DictConfig, ckpt: str, datamodule, metrics: dict):
     return {**metrics, **protocol_metrics(ratings)}, choices(ratings)
 
 
-def train(cfg: DictConfig) -> float | None:
-    """Fit (and test) the configured model; return ``cfg.optimized_metric`` for sweepers."""
-    start = time.monotonic()
-    adopt_encoder_shape(cfg, rundir.command_line_overrides())  # probe: the weights' shape
-    check_config(cfg)
-    refuse_multirun_under_torchrun()
-    run_dir = Path(cfg.paths.output_dir)
-    last_ckpt = run_dir / "checkpoints" / "last.ckpt"
-    if rundir.is_global_zero():
-        rundir.guard(run_dir, resume=cfg.get("resume", False))
-        if cfg.get("resume") and (run_dir / "config.yaml").exists():
-            rundir.note_resume(run_dir)  # keep the run's original config and facts
-        else:
-            rundir.record(run_dir, cfg)
-        if cfg.extras.get("print_config"):
-            print_config_tree(cfg)
-    if cfg.get("seed") is not None:
-        L.seed_everything(cfg.seed, workers=True)
-
-    datamodule = hydra.utils.instantiate(cfg.data)
-    datamodule.check()  # before the model: a missing data set costs one line, not minutes
-    check_launch(cfg)  # before any process starts: devices, precision, strategy, comm hook
+def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list, RunStats]:
+    """The Trainer with the config's callbacks, loggers and strategy, plus trainlab's own."""
     stats = RunStats()
     # SeedEachStep always: without it a resumed run would draw other random numbers.
     callbacks = [*instantiate_callbacks(cfg.get("callbacks")), stats, SeedEachStep()]
@@ -136,95 +117,104 @@ def train(cfg: DictConfig) -> float | None:
     )
     if getattr(trainer.strategy, "comm_hook", None):
         trainer.callbacks.append(CommStatsLogger())
-    launcher = launch_ranks_from_config(trainer, cfg, run_dir)
-    devices = getattr(trainer.strategy, "parallel_devices", None) or [trainer.strategy.root_device]
-    if trainer.is_global_zero:
-        rundir.record_start(run_dir, trainer.world_size, devices)
+    return trainer, loggers, stats
+
+
+def settle_batch(cfg: DictConfig, trainer: L.Trainer, datamodule) -> dict:
+    """Per-device batch from data.global_batch_size, and learning rates scaled to the global
+    batch (lr_scaling) in ``cfg.model``: batch_facts plus ``lr_scale``."""
     if datamodule.global_batch_size:
         datamodule.batch_size = per_device_batch(
             datamodule.global_batch_size, trainer.world_size, trainer.accumulate_grad_batches
         )
     facts = batch_facts(trainer, datamodule.batch_size)
-    lr_factor = scale_learning_rates(cfg, facts["global_batch_size"])
+    facts["lr_scale"] = scale_learning_rates(cfg, facts["global_batch_size"])
     log.info(
         f"batch: {facts['batch_size_per_device']} per device x {facts['world_size']} "
         f"device(s) x {facts['accumulate_grad_batches']} accumulation = "
-        f"{facts['global_batch_size']} per optimizer step; learning rates x{lr_factor:.4g} "
+        f"{facts['global_batch_size']} per optimizer step; learning rates x{facts['lr_scale']:.4g} "
         f"(lr_scaling.rule={OmegaConf.select(cfg, 'lr_scaling.rule', default='none')})"
     )
+    return facts
+
+
+def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir: Path):
+    """(final metrics, best checkpoint path or ""): fit, resumed when asked, then test the
+    best checkpoint. A SIGTERM exits as the signal would, after last.ckpt is saved."""
+    resume_from = rundir.resume_checkpoint(run_dir) if cfg.get("resume") else None
+    if cfg.get("resume"):
+        log.info(f"resuming from {resume_from or f'nothing in {run_dir}/checkpoints: fresh'}")
+    try:
+        # weights_only: a checkpoint restores tensors and plain values, never runs code.
+        trainer.fit(model, datamodule=datamodule, ckpt_path=resume_from, weights_only=True)
+        metrics = final_metrics(trainer)
+        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        if cfg.get("test"):
+            trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
+            metrics.update(final_metrics(trainer))
+    except SIGTERMException:  # pre-empted: InterruptionCheckpoint saved last.ckpt
+        stop_after_signal(trainer, run_dir)
+    return metrics, best
+
+
+def train(cfg: DictConfig) -> float | None:
+    """Fit (and test) the configured model; return ``cfg.optimized_metric`` for sweepers."""
+    start = time.monotonic()
+    adopt_encoder_shape(cfg, rundir.command_line_overrides())  # a probe: its weights' shape
+    check_config(cfg)
+    refuse_multirun_under_torchrun()
+    run_dir = rundir.open_run(cfg, resume=cfg.get("resume", False))
+    if rundir.is_global_zero() and cfg.extras.get("print_config"):
+        print_config_tree(cfg)
+    if cfg.get("seed") is not None:
+        L.seed_everything(cfg.seed, workers=True)
+
+    datamodule = hydra.utils.instantiate(cfg.data)
+    datamodule.check()  # before the model: a missing data set costs one line, not minutes
+    check_launch(cfg)  # before any process starts: devices, precision, strategy, comm hook
+    trainer, loggers, stats = build_trainer(cfg, run_dir)
+    launcher = launch_ranks_from_config(trainer, cfg, run_dir)
+    devices = getattr(trainer.strategy, "parallel_devices", None) or [trainer.strategy.root_device]
+    if trainer.is_global_zero:
+        rundir.record_start(run_dir, trainer.world_size, devices)
+    # The Trainer comes before the model: the world size fixes the per-device batch and the
+    # scaled learning rates, which are written into cfg.model, and the model is built from it.
+    facts = settle_batch(cfg, trainer, datamodule)
     model = hydra.utils.instantiate(cfg.model)
     if cfg.get("compile"):
-        # The networks (children with parameters), in place: compiling the LightningModule
-        # itself would trace into Lightning's logging, torch.compile(net) would rename
-        # state_dict keys, and metrics and batch transforms need no compiling.
-        for network in model.children():
-            if any(True for _ in network.parameters()):
-                network.compile()
+        compile_networks(model)
     for logger in loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
-
     try:
-        resume_from = rundir.resume_checkpoint(run_dir) if cfg.get("resume") else None
-        if cfg.get("resume"):
-            log.info(
-                f"resuming from {resume_from}"
-                if resume_from
-                else f"no checkpoint in {run_dir}/checkpoints: starting fresh"
-            )
-        try:
-            # weights_only: a checkpoint restores tensors and plain values, never runs code.
-            trainer.fit(model, datamodule=datamodule, ckpt_path=resume_from, weights_only=True)
-            metrics = final_metrics(trainer)
-            best = (
-                trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-            )
-            if cfg.get("test"):
-                trainer.test(
-                    model, datamodule=datamodule, ckpt_path=best or None, weights_only=True
-                )
-                metrics.update(final_metrics(trainer))
-        except SIGTERMException:  # pre-empted: InterruptionCheckpoint saved last.ckpt
-            stop_after_signal(trainer, run_dir)
+        metrics, best = fit_and_test(cfg, trainer, model, datamodule, run_dir)
     finally:
         finish_wandb(loggers)
         if launcher is not None:
             launcher.finish()  # children done, process group gone: the next job starts clean
 
-    chosen = None
+    chosen, last = None, run_dir / "checkpoints" / "last.ckpt"
     if trainer.is_global_zero and cfg.features.enabled and isinstance(model, SelfSupervised):
         # last.ckpt: the weights the summary's final val/* monitors describe
-        rated = str(last_ckpt) if last_ckpt.exists() else best
-        metrics, chosen = rate_frozen_features(cfg, rated or str(last_ckpt), datamodule, metrics)
+        rated = str(last) if last.exists() else best or str(last)
+        metrics, chosen = rate_frozen_features(cfg, rated, datamodule, metrics)
     name = cfg.get("optimized_metric")
     value = metrics.get(name) if name else None
     if trainer.is_global_zero:
-        checkpoints = {"best": best or None, "last": str(last_ckpt) if last_ckpt.exists() else None}
-        run = {
-            "run_dir": str(run_dir),
-            "wall_seconds": round(time.monotonic() - start, 2),
-            **stats.summary(),
-            **batch_facts(trainer, datamodule.batch_size),
-            "lr_scale": lr_factor,
-            "devices": [str(d) for d in devices],
-        }
-        path = write_metrics_json(
-            run_dir,
-            metrics=metrics,
-            checkpoints=checkpoints,
-            run=run,
-            optimized_metric={"name": name, "value": value},
-            **({"chosen": chosen} if chosen else {}),
-        )
-        print_summary(
+        run = {"run_dir": str(run_dir), "wall_seconds": round(time.monotonic() - start, 2)}
+        run |= {**stats.summary(), **facts, "devices": [str(d) for d in devices]}
+        report(
             "run summary",
-            {
-                "run dir": run_dir,
-                "best checkpoint": best or "-",
-                "metrics.json": path,
-                **{k: v for k, v in sorted(metrics.items()) if not k.endswith("_step")},
+            run_dir,
+            metrics,
+            head={"run dir": run_dir, "best checkpoint": best or "-"},
+            tail={
                 "wall time (s)": run["wall_seconds"],
                 "train samples/s": run["train_samples_per_s"],
             },
+            checkpoints={"best": best or None, "last": str(last) if last.exists() else None},
+            run=run,
+            optimized_metric={"name": name, "value": value},
+            **({"chosen": chosen} if chosen else {}),
         )
     return value
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from lightning import Trainer
 
+from trainlab.run.console import print_summary
+
 
 def final_metrics(trainer: Trainer) -> dict[str, float]:
     """The last value of every metric the run logged, as plain floats."""
@@ -31,4 +33,13 @@ def batch_facts(trainer: Trainer, batch_size: int) -> dict[str, int]:
 def write_metrics_json(run_dir: Path, **sections) -> Path:
     path = run_dir / "metrics.json"
     path.write_text(json.dumps(sections, indent=2, default=str) + "\n")
+    return path
+
+
+def report(title: str, run_dir: Path, metrics: dict, head: dict, tail: dict, **sections) -> Path:
+    """Write metrics.json and print the run's summary: ``head`` rows, where metrics.json is,
+    every final metric (per-step values left out), then ``tail`` rows."""
+    path = write_metrics_json(run_dir, metrics=metrics, **sections)
+    final = {k: v for k, v in sorted(metrics.items()) if not k.endswith("_step")}
+    print_summary(title, {**head, "metrics.json": path, **final, **tail})
     return path

@@ -96,6 +96,19 @@ def command_line_overrides() -> list[str]:
     return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
 
 
+def open_run(cfg: DictConfig, resume: bool = False) -> Path:
+    """The run dir of ``cfg.paths.output_dir``, refused if it holds another run's results,
+    recorded (config, command, git, packages) by rank 0; a resumed run keeps its record."""
+    run_dir = Path(cfg.paths.output_dir)
+    if is_global_zero():
+        guard(run_dir, resume=resume)
+        if resume and (run_dir / "config.yaml").exists():
+            note_resume(run_dir)  # keep the run's original config and facts
+        else:
+            record(run_dir, cfg)
+    return run_dir
+
+
 def record(run_dir: Path, cfg: DictConfig) -> None:
     """Write config.yaml, overrides.yaml, meta.json, git.diff and requirements.txt."""
     run_dir.mkdir(parents=True, exist_ok=True)
