@@ -1,5 +1,5 @@
 """Images/s delivered to the training loop: JPEG image folder vs litdata shards on local
-disk vs the same shards from an S3 store on loopback (scripts/loopback_s3.py).
+disk vs the same shards from an S3 store on loopback (trainlab/data/loopback_s3.py).
 
 All three go through trainlab's data modules (data=imagefolder, data=stream) with the
 same decode, the same transforms (224 px random-resized crop, as for ImageNet), the same
@@ -25,7 +25,7 @@ import numpy as np
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).parent))
-from loopback_s3 import loopback_s3  # noqa: E402
+from trainlab.data.loopback_s3 import loopback_s3  # noqa: E402
 
 SCRIPTS = Path(__file__).parent
 CLASSES = 10

@@ -1,5 +1,5 @@
 """litdata vs mosaicml-streaming on the same images: shard writing, and images/s into a
-training loop from local disk and from an S3 store on loopback (scripts/loopback_s3.py).
+training loop from local disk and from an S3 store on loopback (trainlab/data/loopback_s3.py).
 
 mosaicml-streaming is not a trainlab dependency (it pins numpy<2.2 and transformers<5 and
 pulls the Azure, GCS and OCI SDKs), so this runs in a virtual environment of its own:
@@ -37,7 +37,7 @@ from torchvision.datasets.folder import find_classes, make_dataset
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_stream import BATCH, COMMON, images_per_s, make_folder  # noqa: E402
-from loopback_s3 import loopback_s3  # noqa: E402
+from trainlab.data.loopback_s3 import loopback_s3  # noqa: E402
 from make_shards import encoded_sample  # noqa: E402
 
 from trainlab.data.transforms import build_transform  # noqa: E402

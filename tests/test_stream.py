@@ -55,6 +55,7 @@ def stream_run(root, batch_size: int, workers: int = 0) -> list[str]:
         "data=stream",
         f"data.root={root}",
         "data.num_classes=3",
+        "data.image_size=16",  # the default ViT-Tiny/4 at the stream's own 224 px is minutes a step
         f"data.num_workers={workers}",
         f"data.batch_size={batch_size}",
     ]
@@ -130,12 +131,12 @@ def test_missing_shards_stop_with_one_line(tmp_path, monkeypatch, capfd):
 
 
 def test_train_py_streams_from_an_s3_server_and_reuses_its_cache(shards, tmp_path):
-    """moto's S3 on loopback (TLS, scripts/loopback_s3.py), shards uploaded with the S3
+    """moto's S3 on loopback (TLS, trainlab/data/loopback_s3.py), shards uploaded with the S3
     API, 2 epochs from s3://: every chunk is downloaded once into data.cache_dir and read
     from there in epoch 2."""
     import os
 
-    from loopback_s3 import loopback_s3
+    from trainlab.data.loopback_s3 import loopback_s3
 
     root, _ = shards
     with loopback_s3(tmp_path) as s3:

@@ -101,8 +101,7 @@ def rate_features(cfg: DictConfig, ckpt: Path, run_dir: Path, start: float) -> d
         "eval summary",
         run_dir,
         metrics,
-        head={"checkpoint": ckpt},
-        tail={},
+        {"checkpoint": ckpt},
         chosen=choices(ratings),
         checkpoints={"evaluated": str(ckpt), "part": cfg.features.init_part},
         run={"run_dir": str(run_dir), "wall_seconds": round(time.monotonic() - start, 2)},
@@ -158,14 +157,9 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
             "wall_seconds": round(time.monotonic() - start, 2),
             **batch_facts(trainer, datamodule.eval_batch_size),
         }
+        checkpoints = {"evaluated": str(ckpt)}
         report(
-            "eval summary",
-            run_dir,
-            metrics,
-            head={"checkpoint": ckpt},
-            tail={},
-            checkpoints={"evaluated": str(ckpt)},
-            run=run,
+            "eval summary", run_dir, metrics, {"checkpoint": ckpt}, checkpoints=checkpoints, run=run
         )
     return metrics
 

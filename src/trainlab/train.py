@@ -143,7 +143,11 @@ def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir
     best checkpoint. A SIGTERM exits as the signal would, after last.ckpt is saved."""
     resume_from = rundir.resume_checkpoint(run_dir) if cfg.get("resume") else None
     if cfg.get("resume"):
-        log.info(f"resuming from {resume_from or f'nothing in {run_dir}/checkpoints: fresh'}")
+        log.info(
+            f"resuming from {resume_from}"
+            if resume_from
+            else f"no checkpoint in {run_dir}/checkpoints: starting fresh"
+        )
     try:
         # weights_only: a checkpoint restores tensors and plain values, never runs code.
         trainer.fit(model, datamodule=datamodule, ckpt_path=resume_from, weights_only=True)

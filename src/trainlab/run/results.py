@@ -36,10 +36,12 @@ def write_metrics_json(run_dir: Path, **sections) -> Path:
     return path
 
 
-def report(title: str, run_dir: Path, metrics: dict, head: dict, tail: dict, **sections) -> Path:
+def report(
+    title: str, run_dir: Path, metrics: dict, head: dict, tail: dict | None = None, **sections
+) -> Path:
     """Write metrics.json and print the run's summary: ``head`` rows, where metrics.json is,
     every final metric (per-step values left out), then ``tail`` rows."""
     path = write_metrics_json(run_dir, metrics=metrics, **sections)
     final = {k: v for k, v in sorted(metrics.items()) if not k.endswith("_step")}
-    print_summary(title, {**head, "metrics.json": path, **final, **tail})
+    print_summary(title, {**head, "metrics.json": path, **final, **(tail or {})})
     return path

@@ -1,4 +1,4 @@
-"""An S3-compatible object store on loopback, for tests and benchmarks: moto's S3 behind TLS.
+"""An S3-compatible object store on loopback, for tests and benchmarks (the dev extra: moto).
 
     with loopback_s3(tmp_dir) as s3:
         s3.upload(local_shards, "s3://data/shards")
