@@ -151,7 +151,7 @@ def test_step_checkpoints_keep_the_last_k(tmp_path, monkeypatch):
         "trainer.limit_train_batches=7",
         "model.encoder.depth=1",
         "run_name=steps",
-        "callbacks=[ijepa,step_checkpoints]",
+        "callbacks=[default,step_checkpoints]",
         "callbacks.step_checkpoints.every_n_train_steps=2",
         "callbacks.step_checkpoints.save_top_k=2",
     ]
@@ -219,7 +219,7 @@ def test_sigkill_during_validation_resumes_exactly_from_a_step_checkpoint(tmp_pa
     resume starts from step 4, not from a checkpoint at the epoch's last batch, whose
     resume would replay epoch 0's order in epoch 1 (found by scripts/chaos.py)."""
     steps = [
-        "callbacks=[ijepa,step_checkpoints]",
+        "callbacks=[default,step_checkpoints]",
         "callbacks.step_checkpoints.every_n_train_steps=2",
     ]
     run = [*SHORT, *steps, f"paths.log_dir={tmp_path}"]
