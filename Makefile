@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install train test test-full bench lint format clean
+.PHONY: help install train test test-slow test-full bench lint format clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -24,6 +24,9 @@ train: $(STAMP) ## run the default job: I-JEPA on the embedded digits (CPU, ~4.5
 
 test: $(STAMP) ## fast tests (under 10 minutes on 2 CPU cores)
 	WANDB_MODE=offline $(PY) -m pytest -q $(ARGS)
+
+test-slow: $(STAMP) ## only the slow tests (CI runs them after make test)
+	WANDB_MODE=offline $(PY) -m pytest -q -m slow $(ARGS)
 
 test-full: $(STAMP) ## all tests, slow ones included
 	WANDB_MODE=offline $(PY) -m pytest -q -m "" $(ARGS)

@@ -122,7 +122,11 @@ def test_ijepa_ddp_powersgd_bf16_accumulation_from_train_py(tmp_path):
     [
         ("digits_classifier", ["trainer.max_epochs=2"]),
         # A frozen random encoder with a linear head: the linear probe of issue 8.
-        ("linear_probe", ["trainer.max_epochs=2", "model.warmup_epochs=0"]),
+        pytest.param(
+            "linear_probe",
+            ["trainer.max_epochs=2", "model.warmup_epochs=0"],
+            marks=pytest.mark.slow,  # a second 2-process run of the same check: make test-slow
+        ),
     ],
 )
 def test_ddp_validation_metric_equals_the_whole_validation_set(tmp_path, experiment, extra):
@@ -172,6 +176,7 @@ def test_ddp_validation_metric_equals_the_whole_validation_set(tmp_path, experim
     assert logged["val/loss"] == pytest.approx(loss_sum / count, abs=1e-5)
 
 
+@pytest.mark.slow  # a 2-process run: make test-slow (CI runs it after make test)
 def test_multirun_with_ddp_runs_every_job_on_two_ranks(tmp_path):
     """The issue's command: each job gets 2 ranks started from its own composed config,
     its own run dir, the same weights on both ranks; no extra dirs, no leftover processes."""
@@ -202,6 +207,7 @@ def test_multirun_with_ddp_runs_every_job_on_two_ranks(tmp_path):
     assert leftover.returncode == 1, leftover.stdout  # pgrep: no process matched
 
 
+@pytest.mark.slow  # a 2-process run: make test-slow (CI runs it after make test)
 def test_torchrun_script_with_fsdp(tmp_path):
     """scripts/torchrun.sh starts 2 CPU ranks that share one run dir; FSDP from train.py
     trains the default I-JEPA job (its 1 x 1 x D mask token leaves rank 1 an empty shard),

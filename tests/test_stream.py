@@ -256,6 +256,7 @@ def test_two_ranks_split_every_epoch_and_resume_on_another_number_of_ranks(
     assert one["next_epoch"] == one["epoch1"]
 
 
+@pytest.mark.slow  # a 2-process run: make test-slow (CI runs it after make test)
 def test_a_2_rank_run_stopped_mid_epoch_resumes_on_1_device(shards, tmp_path):
     """train.py, data=stream, 2 gloo ranks, 4 steps of 2 x 7 per epoch, validation after
     every 2 steps (validation reads whole chunks per rank, so the ranks get unequal

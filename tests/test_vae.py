@@ -99,6 +99,7 @@ def test_vae_digits_run_writes_pictures_and_honest_metrics(tmp_path):
     assert again["test/nll"] == pytest.approx(metrics["test/nll"], rel=1e-6)
 
 
+@pytest.mark.slow  # a 2-process run: make test-slow (CI runs it after make test)
 def test_vae_ddp_bf16_accumulation_trains(tmp_path):
     """2 gloo processes, bf16-mixed, accumulation 2: the VAE needs no distributed code."""
     result = run_cli(
