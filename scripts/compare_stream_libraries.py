@@ -37,9 +37,9 @@ from torchvision.datasets.folder import find_classes, make_dataset
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_stream import BATCH, COMMON, images_per_s, make_folder  # noqa: E402
-from trainlab.data.loopback_s3 import loopback_s3  # noqa: E402
 from make_shards import encoded_sample  # noqa: E402
 
+from trainlab.data.loopback_s3 import loopback_s3  # noqa: E402
 from trainlab.data.transforms import build_transform  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
