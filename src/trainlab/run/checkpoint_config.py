@@ -38,6 +38,9 @@ def adopt_encoder_shape(cfg: DictConfig, given: list[str]) -> None:
         log.info(f"{init_from} has no run config: the encoder shape is this config's")
         return
     source = OmegaConf.select(run, "model.encoder") or OmegaConf.select(run, "model.net.encoder")
+    if source is None:
+        log.info(f"{config_path(init_from)} describes no encoder: the shape is this config's")
+        return
     given_keys = {o.split("=", 1)[0].lstrip("+~") for o in given}
     changed = []
     with open_dict(cfg):
