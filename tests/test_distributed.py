@@ -72,6 +72,7 @@ def test_fsdp_trains_exactly_like_ddp(harness):
             assert report[f"{name}_vs_ddp_diff"] < 1e-6
 
 
+@pytest.mark.slow  # 77 s of 2-process run: make test-slow (CI runs it after make test)
 def test_ijepa_ddp_powersgd_bf16_accumulation_from_train_py(tmp_path):
     """I-JEPA from train.py: PowerSGD on several buckets under bf16-mixed with accumulation
     trains (the loss falls), compresses, and leaves every rank with identical weights."""

@@ -132,6 +132,7 @@ def test_eval_features_rates_a_trainlab_checkpoint_against_its_baselines(
     assert metrics["features/linear_acc"] == 1.0  # two classes of flat gray levels 40 apart
 
 
+@pytest.mark.slow  # 20 s: make test-slow (CI runs it after make test)
 def test_eval_features_rates_an_official_format_checkpoint(tmp_path):
     cfg = compose_cfg(tmp_path, ["experiment=ijepa_digits"])
     encoder = instantiate(cfg.model.encoder)
