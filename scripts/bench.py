@@ -7,12 +7,12 @@ over repeats), since this machine is shared and absolute numbers drift.
 import datetime
 import os
 import platform
-import sys
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
+from trainlab.bench import comm, masks, memory, step, stream
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # The benchmark model: the default job's I-JEPA (ViT-Tiny/4, depth 4) at 32 px: 64 tokens.
@@ -63,70 +63,64 @@ def machine() -> str:
 
 
 def main():
-    import bench_comm
-    import bench_masks
-    import bench_memory
-    import bench_step
-    import bench_stream
-
-    masks = bench_masks.bench()
+    mask_times = masks.bench()
     images, labels = make_batch()
-    step = bench_step.bench(make_ijepa, images, labels)
-    memory = bench_memory.bench(make_ijepa, images)
-    stream = bench_stream.bench()
-    comm = bench_comm.bench()  # last: its 2-process runs would disturb the timings above
+    step_times = step.bench(make_ijepa, images, labels)
+    memory_use = memory.bench(make_ijepa, images)
+    stream_rates = stream.bench()
+    comm_stats = comm.bench()  # last: its 2-process runs would disturb the timings above
     text = f"""# Benchmarks
 
 Written by `make bench` (scripts/bench.py) on {datetime.date.today()}.
 Machine: {machine()}.
 Ratios compare two implementations measured side by side in one run; medians over repeats.
 
-## Mask generation (scripts/bench_masks.py)
+## Mask generation (trainlab/bench/masks.py)
 
-Batch {masks["batch"]}, {masks["grid"]} grid, paper settings (4 targets, min_keep 4).
+Batch {mask_times["batch"]}, {mask_times["grid"]} grid, paper settings (4 targets, min_keep 4).
 
 | implementation | ms per batch |
 |---|---|
-| per-sample loop of the reference algorithm | {masks["loop_ms"]:.2f} |
-| trainlab's vectorised generator | {masks["vectorised_ms"]:.2f} |
-| **speed-up** | **{masks["speedup"]:.1f}x** |
+| per-sample loop of the reference algorithm | {mask_times["loop_ms"]:.2f} |
+| trainlab's vectorised generator | {mask_times["vectorised_ms"]:.2f} |
+| **speed-up** | **{mask_times["speedup"]:.1f}x** |
 
-## I-JEPA training step: Lightning vs a bare PyTorch loop (scripts/bench_step.py)
+## I-JEPA training step: Lightning vs a bare PyTorch loop (trainlab/bench/step.py)
 
 The default job's model (ViT-Tiny/4 depth 4, predictor 2 x 96) at 32 px, batch {BATCH} gray
 images, the same batch every step, AdamW, schedules and EMA in both.
 
 | loop | samples/s |
 |---|---|
-| bare PyTorch | {step["bare_samples_per_s"]:.1f} |
-| Lightning (trainlab.modules.ijepa.IJEPA) | {step["lightning_samples_per_s"]:.1f} |
-| **Lightning / bare** | **{step["ratio"]:.3f}** |
+| bare PyTorch | {step_times["bare_samples_per_s"]:.1f} |
+| Lightning (trainlab.modules.ijepa.IJEPA) | {step_times["lightning_samples_per_s"]:.1f} |
+| **Lightning / bare** | **{step_times["ratio"]:.3f}** |
 
-## Activation checkpointing: peak memory (scripts/bench_memory.py)
+## Activation checkpointing: peak memory (trainlab/bench/memory.py)
 
-Same model and batch, one training step on {memory["device"]}: {memory["what"]}.
+Same model and batch, one training step on {memory_use["device"]}: {memory_use["what"]}.
 
 | setting | MiB |
 |---|---|
-| no checkpointing | {memory["plain_mib"]:.0f} |
-| `model.encoder.grad_checkpointing=true` | {memory["checkpointed_mib"]:.0f} |
-| **checkpointed / plain** | **{memory["ratio"]:.2f}** |
+| no checkpointing | {memory_use["plain_mib"]:.0f} |
+| `model.encoder.grad_checkpointing=true` | {memory_use["checkpointed_mib"]:.0f} |
+| **checkpointed / plain** | **{memory_use["ratio"]:.2f}** |
 
-## Data loading: image folder vs shards vs S3 (scripts/bench_stream.py)
+## Data loading: image folder vs shards vs S3 (trainlab/bench/stream.py)
 
 Images/s delivered to the training loop by trainlab's data modules.
 
-{bench_stream.table(stream)}
+{stream.table(stream_rates)}
 
-## DDP comm hooks: bytes per step and loss (scripts/bench_comm.py)
+## DDP comm hooks: bytes per step and loss (trainlab/bench/comm.py)
 
 A supervised ViT-B/4 (86 M parameters) on 16 px digits, 2 gloo processes x batch 8,
-AdamW lr 1e-4, {comm["steps"]} optimizer steps from the same seed in each setting.
+AdamW lr 1e-4, {comm_stats["steps"]} optimizer steps from the same seed in each setting.
 PowerSGD starts at step 2, with error feedback and warm start. Bytes are what each rank
 hands to the all-reduce per optimizer step (trainlab.callbacks.comm_stats); the loss is
-the mean training loss over the first and the last {bench_comm.LAST} steps.
+the mean training loss over the first and the last {comm.LAST} steps.
 
-{bench_comm.table(comm)}
+{comm.table(comm_stats)}
 """
     (ROOT / "BENCHMARKS.md").write_text(text)
     print(text)

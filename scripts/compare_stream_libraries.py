@@ -21,7 +21,6 @@ import io
 import multiprocessing
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,12 +34,10 @@ from streaming import MDSWriter
 from streaming.base.util import clean_stale_shared_memory
 from torchvision.datasets.folder import find_classes, make_dataset
 
-sys.path.insert(0, str(Path(__file__).parent))
-from bench_stream import BATCH, COMMON, images_per_s, make_folder  # noqa: E402
-from make_shards import encoded_sample  # noqa: E402
-
-from trainlab.data.loopback_s3 import loopback_s3  # noqa: E402
-from trainlab.data.transforms import build_transform  # noqa: E402
+from trainlab.bench.stream import BATCH, COMMON, images_per_s, make_folder
+from trainlab.data.loopback_s3 import loopback_s3
+from trainlab.data.shards import encoded_sample
+from trainlab.data.transforms import build_transform
 
 ROOT = Path(__file__).resolve().parents[1]
 CHUNK_MB = 8

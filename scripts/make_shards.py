@@ -12,28 +12,15 @@ summary), never dropped without a count.
 """
 
 import argparse
-import io
 import json
 import sys
 import time
 from pathlib import Path
 
 import litdata
-from PIL import Image
 from torchvision.datasets.folder import find_classes, make_dataset
 
-
-def encoded_sample(item: tuple[str, int, str]):
-    """litdata's worker function: the file's bytes and label, or nothing if it does not decode."""
-    path, label, skipped_list = item
-    data = Path(path).read_bytes()
-    try:
-        Image.open(io.BytesIO(data)).convert("RGB")
-    except Exception as e:  # anything PIL raises on a bad file
-        with open(skipped_list, "a") as f:
-            f.write(f"{path}\t{type(e).__name__}: {e}\n")
-        return
-    yield {"image": data, "label": label}
+from trainlab.data.shards import encoded_sample
 
 
 def main():

@@ -7,7 +7,7 @@ batch size and the same number of loader workers; one epoch per measurement, loa
 start-up included. S3 is measured with an empty cache (every chunk downloaded) and in a
 second epoch that reads the cache. Sources take turns in every repeat; medians.
 
-    python scripts/bench_stream.py [--images 2000] [--repeats 3] [--workers 2]
+    python -m trainlab.bench.stream [--images 2000] [--repeats 3] [--workers 2]
 """
 
 import argparse
@@ -24,10 +24,9 @@ from unittest import mock
 import numpy as np
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).parent))
-from trainlab.data.loopback_s3 import loopback_s3  # noqa: E402
+from trainlab.data.loopback_s3 import loopback_s3
 
-SCRIPTS = Path(__file__).parent
+SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
 CLASSES = 10
 BATCH = 64
 # What both data modules get: ImageNet-sized crops and statistics.
