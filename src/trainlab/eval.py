@@ -21,7 +21,12 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from trainlab.evaluation.checkpoint import print_ratings, rate_checkpoint
 from trainlab.evaluation.protocol import choices
 from trainlab.evaluation.protocol import metrics as protocol_metrics
-from trainlab.run.checkpoint_config import INPUT_FORMAT, config_path, run_config_of
+from trainlab.run.checkpoint_config import (
+    INPUT_FORMAT,
+    config_path,
+    copy_unless_given,
+    run_config_of,
+)
 from trainlab.run.config_checks import check_config
 from trainlab.run.instantiate import finish_wandb, instantiate_loggers
 from trainlab.run.results import batch_facts, final_metrics, report
@@ -58,10 +63,8 @@ def merged_config(cfg: DictConfig, ckpt: Path) -> DictConfig:
         if data is None or "_target_" not in data:  # +data.key=value patches the run's data
             cfg.data = OmegaConf.merge(train_cfg.data, data or {})
         elif train_cfg is not None:
-            for key in INPUT_FORMAT:
-                if key not in given and key in train_cfg.data:
-                    cfg.data[key] = train_cfg.data[key]
-        if cfg.data.get("holdout_val") is False and "holdout_val" not in given:
+            copy_unless_given(cfg.data, train_cfg.data, INPUT_FORMAT, given, "data")
+        if cfg.data.get("holdout_val") is False and "data.holdout_val" not in given:
             # An image folder's val/ is also its test split: the grid must choose elsewhere,
             # on data.val_fraction of train/, and val/ stays the test split.
             cfg.data.holdout_val = True
@@ -75,8 +78,9 @@ def merged_config(cfg: DictConfig, ckpt: Path) -> DictConfig:
 
 
 def command_line_data_keys() -> set[str]:
+    """``data.<key>`` names the command line set."""
     return {
-        o.split("=")[0].lstrip("+").removeprefix("data.")
+        o.split("=")[0].lstrip("+")
         for o in HydraConfig.get().overrides.task
         if o.lstrip("+").startswith("data.")
     }

@@ -26,6 +26,18 @@ def run_config_of(ckpt: str | Path) -> DictConfig | None:
     return OmegaConf.load(path) if path.is_file() else None
 
 
+def copy_unless_given(dst, src, keys, given: set[str], prefix: str) -> list[str]:
+    """Copy ``keys`` of ``src`` into ``dst`` where they differ, except the ``<prefix>.<key>``
+    the command line gave; returns the ``<prefix>.<key>=<value>`` it changed."""
+    changed = []
+    for key in keys:
+        value = src.get(key)
+        if value is not None and f"{prefix}.{key}" not in given and dst.get(key) != value:
+            dst[key] = value
+            changed.append(f"{prefix}.{key}={value}")
+    return changed
+
+
 def adopt_encoder_shape(cfg: DictConfig, given: list[str]) -> None:
     """A classifier with an encoder net and ``model.init_from`` set: copy the encoder shape
     and input format from the checkpoint's run, except keys given on the command line."""
@@ -42,15 +54,8 @@ def adopt_encoder_shape(cfg: DictConfig, given: list[str]) -> None:
         log.info(f"{config_path(init_from)} describes no encoder: the shape is this config's")
         return
     given_keys = {o.split("=", 1)[0].lstrip("+~") for o in given}
-    changed = []
     with open_dict(cfg):
-        for node, key, name in [
-            *((encoder, k, f"model.net.encoder.{k}") for k in ENCODER_SHAPE),
-            *((cfg.data, k, f"data.{k}") for k in INPUT_FORMAT),
-        ]:
-            value = (source if node is encoder else run.data).get(key)
-            if value is not None and name not in given_keys and node.get(key) != value:
-                node[key] = value
-                changed.append(f"{name}={value}")
+        changed = copy_unless_given(encoder, source, ENCODER_SHAPE, given_keys, "model.net.encoder")
+        changed += copy_unless_given(cfg.data, run.data, INPUT_FORMAT, given_keys, "data")
     if changed:
         log.info(f"from the checkpoint's run ({config_path(init_from)}): {', '.join(changed)}")
