@@ -1,0 +1,165 @@
+"""Which of forty runs was best: a table of run dirs, read from their own files only.
+
+    python -m trainlab.runs                       # every run under logs/
+    python -m trainlab.runs logs/train --sort val/probe_acc --where "val/probe_acc>0.5"
+    python -m trainlab.runs logs/train --metrics test/acc val/loss --csv runs.csv
+
+A run dir is any folder with the ``meta.json`` that train.py and eval.py write at start. Its
+status comes from what the run left behind, so the table works offline, on a shared file
+system and without W&B:
+- finished: ``metrics.json`` (written at the very end);
+- failed: no metrics.json, and ``train.log`` holds a traceback (run_task writes it there);
+- stopped: neither, but a ``checkpoints/last.ckpt`` to continue from (``resume=true``);
+- incomplete: none of these (still running, or killed before its first checkpoint).
+"""
+
+import argparse
+import csv
+import json
+import operator
+import re
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from trainlab.run.console import print_jobs
+from trainlab.run.sweep_summary import swept_keys
+
+# Overrides that name the run rather than describe it: never a column.
+NAMING = ("task_name", "run_name", "resume", "extras.print_config")
+OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "=": operator.eq}
+
+
+def fail(message: str):
+    """A user's mistake: one line on stderr, exit 2 (as train.py and eval.py do)."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def status(run_dir: Path) -> str:
+    if (run_dir / "metrics.json").is_file():
+        return "finished"
+    log = run_dir / "train.log"
+    if log.is_file() and "Traceback (most recent call last)" in log.read_text(errors="replace"):
+        return "failed"
+    if (run_dir / "checkpoints" / "last.ckpt").is_file():
+        return "stopped"
+    return "incomplete"
+
+
+def read_run(run_dir: Path) -> dict:
+    """One row: status, overrides, metrics, wall time and the checkpoint to use."""
+    meta = json.loads((run_dir / "meta.json").read_text())
+    overrides_file = run_dir / "overrides.yaml"
+    overrides = list(OmegaConf.load(overrides_file)) if overrides_file.is_file() else []
+    results = {}
+    if (run_dir / "metrics.json").is_file():
+        results = json.loads((run_dir / "metrics.json").read_text())
+    run = {
+        "run": str(run_dir),
+        "status": status(run_dir),
+        "overrides": {
+            k.lstrip("+~"): v
+            for k, v in (o.split("=", 1) for o in overrides if "=" in o)
+            if k.lstrip("+~") not in NAMING
+        },
+        "metrics": results.get("metrics", {}),
+        "optimized": results.get("optimized_metric") or {},
+        "minutes": None,
+        "checkpoint": None,
+    }
+    if "run" in results:
+        run["minutes"] = results["run"]["wall_seconds"] / 60
+    elif meta.get("starts"):  # unfinished: from its first start to its log's last write
+        start = datetime.fromisoformat(meta["starts"][0]["time"]).timestamp()
+        log = run_dir / "train.log"
+        if log.is_file():
+            run["minutes"] = max(0.0, log.stat().st_mtime - start) / 60
+    checkpoints = results.get("checkpoints") or {}
+    best = checkpoints.get("best") or checkpoints.get("last")
+    if best is None and (run_dir / "checkpoints" / "last.ckpt").is_file():
+        best = str(run_dir / "checkpoints" / "last.ckpt")
+    run["checkpoint"] = best
+    return run
+
+
+def find_runs(roots: list[Path]) -> list[dict]:
+    dirs = sorted({p.parent for root in roots for p in root.rglob("meta.json")})
+    return [read_run(d) for d in dirs]
+
+
+def parse_where(expression: str):
+    """``"val/acc>0.5"`` -> (metric, operator, 0.5)."""
+    match = re.fullmatch(r"\s*([^<>=\s]+)\s*(>=|<=|>|<|=)\s*(\S+)\s*", expression)
+    if match is None:
+        fail(f"--where {expression!r}: write METRIC>VALUE (or >=, <, <=, =)")
+    name, op, value = match.groups()
+    return name, OPS[op], float(value)
+
+
+def metric_of(run: dict, name: str):
+    return run["optimized"].get("value") if name == "optimized" else run["metrics"].get(name)
+
+
+def table(runs: list[dict], metrics: list[str], short: bool) -> tuple[list[str], list[list]]:
+    """(header, rows): the run, its status, the overrides that differ, metrics, minutes, ckpt.
+    ``short``: the run dir's last two parts and the checkpoint's name (for the screen)."""
+    keys = swept_keys(runs) if len(runs) > 1 else []
+    header = ["run", "status", *keys, *metrics, "minutes", "checkpoint"]
+    rows = []
+    for run in runs:
+        name, ckpt = run["run"], run["checkpoint"]
+        if short:
+            name, ckpt = "/".join(Path(name).parts[-2:]), ckpt and Path(ckpt).name
+        rows.append(
+            [
+                name,
+                run["status"],
+                *(run["overrides"].get(k, "-") for k in keys),
+                *(metric_of(run, m) for m in metrics),
+                run["minutes"],
+                ckpt,
+            ]
+        )
+    return header, rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("roots", nargs="*", type=Path, default=[Path("logs")])
+    parser.add_argument(
+        "--metrics", nargs="*", default=["optimized"], help="columns; 'optimized': each run's own"
+    )
+    parser.add_argument("--sort", help="a metric: best first (highest, or lowest with --asc)")
+    parser.add_argument("--asc", action="store_true")
+    parser.add_argument("--where", action="append", default=[], help='e.g. "val/acc>0.5"')
+    parser.add_argument("--status", nargs="*", help="keep only these statuses")
+    parser.add_argument("--csv", type=Path, help="also write the table here")
+    args = parser.parse_args(argv)
+    missing = [str(r) for r in args.roots if not r.is_dir()]
+    if missing:
+        fail(f"no such directory: {', '.join(missing)}")
+    runs = find_runs(args.roots)
+    for name, op, value in map(parse_where, args.where):
+        runs = [r for r in runs if metric_of(r, name) is not None and op(metric_of(r, name), value)]
+    if args.status:
+        runs = [r for r in runs if r["status"] in args.status]
+    metrics = list(dict.fromkeys(args.metrics + ([args.sort] if args.sort else [])))
+    if args.sort:  # runs without the metric go last
+        valued = [r for r in runs if metric_of(r, args.sort) is not None]
+        valued.sort(key=lambda r: metric_of(r, args.sort), reverse=not args.asc)
+        runs = valued + [r for r in runs if metric_of(r, args.sort) is None]
+    print_jobs(
+        f"{len(runs)} runs under {', '.join(map(str, args.roots))}", *table(runs, metrics, True)
+    )
+    if args.csv:
+        header, rows = table(runs, metrics, short=False)
+        with open(args.csv, "w", newline="") as f:
+            csv.writer(f).writerows([header, *rows])
+        print(f"written {args.csv}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""The runs table (python -m trainlab.runs): status from each run dir's own files."""
+
+import csv
+import json
+
+import pytest
+
+from trainlab.runs import main
+
+
+def make_run(root, name, overrides, metrics=None, log="", last_ckpt=False):
+    run = root / "runs" / name
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "meta.json").write_text(json.dumps({"starts": [{"time": "2026-11-23T10:00:00"}]}))
+    (run / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+    (run / "train.log").write_text(log)
+    if last_ckpt:
+        (run / "checkpoints" / "last.ckpt").write_bytes(b"")
+    if metrics is not None:
+        (run / "metrics.json").write_text(
+            json.dumps(
+                {
+                    "metrics": metrics,
+                    "optimized_metric": {"name": "val/acc", "value": metrics["val/acc"]},
+                    "run": {"wall_seconds": 120.0},
+                    "checkpoints": {"best": str(run / "checkpoints" / "best.ckpt")},
+                }
+            )
+        )
+    return run
+
+
+@pytest.fixture
+def runs(tmp_path):
+    make_run(tmp_path, "a", ["seed=0", "model.lr=0.1", "run_name=a"], {"val/acc": 0.5})
+    make_run(tmp_path, "b", ["seed=0", "model.lr=0.2", "run_name=b"], {"val/acc": 0.9})
+    make_run(tmp_path, "c", ["seed=0", "model.lr=0.3"], log="Traceback (most recent call last):\n")
+    make_run(tmp_path, "d", ["seed=0", "model.lr=0.4"], log="epoch 1", last_ckpt=True)
+    make_run(tmp_path, "e", ["seed=0", "model.lr=0.5"])
+    return tmp_path
+
+
+def rows(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_status_overrides_and_checkpoint_of_each_run(runs, tmp_path):
+    main([str(runs), "--csv", str(tmp_path / "t.csv")])
+    table = {r["run"].split("/")[-1]: r for r in rows(tmp_path / "t.csv")}
+    status = {name: r["status"] for name, r in table.items()}
+    assert status == {
+        "a": "finished",
+        "b": "finished",
+        "c": "failed",
+        "d": "stopped",
+        "e": "incomplete",
+    }
+    # Only the override that differs is a column; run_name names the run, seed is the same.
+    assert "model.lr" in table["a"] and "seed" not in table["a"] and "run_name" not in table["a"]
+    assert table["b"]["optimized"] == "0.9" and table["b"]["minutes"] == "2.0"
+    assert table["b"]["checkpoint"].endswith("runs/b/checkpoints/best.ckpt")
+    assert table["d"]["checkpoint"].endswith("runs/d/checkpoints/last.ckpt")
+
+
+def test_sort_and_filter_by_a_metric(runs, tmp_path):
+    main([str(runs), "--sort", "val/acc", "--csv", str(tmp_path / "s.csv")])
+    order = [r["run"].split("/")[-1] for r in rows(tmp_path / "s.csv")]
+    assert order[:2] == ["b", "a"]  # best first; runs without the metric after
+    main([str(runs), "--where", "val/acc>0.6", "--csv", str(tmp_path / "w.csv")])
+    assert [r["run"].split("/")[-1] for r in rows(tmp_path / "w.csv")] == ["b"]
+    main([str(runs), "--status", "failed", "stopped", "--csv", str(tmp_path / "f.csv")])
+    assert sorted(r["status"] for r in rows(tmp_path / "f.csv")) == ["failed", "stopped"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([".", "--where", "val/acc about 0.5"], "write METRIC>VALUE"),
+        (["nowhere"], "no such directory"),
+    ],
+)
+def test_bad_arguments_are_one_line_errors(runs, monkeypatch, capsys, args, message):
+    monkeypatch.chdir(runs)
+    with pytest.raises(SystemExit) as exit:
+        main(args)
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
