@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from trainlab.bench import comm, masks, memory, step, stream
+from trainlab.bench import comm, cpu_model, masks, memory, step, stream
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,14 +47,7 @@ def make_batch():
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model()
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
     return (
         f"{cpu}, {os.cpu_count()} cores, {gpu}; Python {platform.python_version()}, "

@@ -10,6 +10,7 @@ import pytest
 import torch
 from conftest import compose_cfg, logged_series
 
+from trainlab.bench import cpu_model
 from trainlab.modules.ijepa import IJEPA
 from trainlab.optim.schedules import cosine, linear, warmup_cosine
 from trainlab.train import train
@@ -117,7 +118,28 @@ TRACE_KEYS = ("train/loss_step", "val/loss", "val/probe_acc", "val/knn_acc", "va
 def test_default_job_trace_is_bitwise_unchanged(tmp_path):
     """The default job's per-step losses and online monitors, exactly as recorded before the
     self-supervised base module existed: refactors must not change I-JEPA's numbers. An
-    intended change re-records with TRAINLAB_RECORD_TRACE=1 (and says why in its commit)."""
+    intended change re-records with TRAINLAB_RECORD_TRACE=1 (and says why in its commit).
+    Bits depend on the machine: the thread count changes the order of float sums (the test
+    pins it) and another CPU type or torch version may pick other kernels (the test skips
+    there: re-record on your machine first, then refactor)."""
+    recorded = json.loads(TRACE.read_text())
+    here = {"cpu": cpu_model(), "torch": torch.__version__, "threads": 2}
+    record = bool(os.environ.get("TRAINLAB_RECORD_TRACE"))
+    if not record and recorded["recorded_on"] != here:
+        pytest.skip(f"trace recorded on {recorded['recorded_on']}, this is {here}")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        trace = {"recorded_on": here, **default_job_trace(tmp_path)}
+    finally:
+        torch.set_num_threads(threads)
+    if record:
+        TRACE.write_text(json.dumps(trace, indent=1) + "\n")
+    else:
+        assert trace == recorded
+
+
+def default_job_trace(tmp_path) -> dict[str, list[str]]:
     cfg = compose_cfg(
         tmp_path,
         [
@@ -130,7 +152,29 @@ def test_default_job_trace_is_bitwise_unchanged(tmp_path):
         ],
     )
     train(cfg)
-    trace = {k: [x.hex() for x in logged_series(tmp_path / "run", k)] for k in TRACE_KEYS}
-    if os.environ.get("TRAINLAB_RECORD_TRACE"):
-        TRACE.write_text(json.dumps(trace, indent=1) + "\n")
-    assert trace == json.loads(TRACE.read_text())
+    return {k: [x.hex() for x in logged_series(tmp_path / "run", k)] for k in TRACE_KEYS}
+
+
+def test_variance_covariance_penalises_collapse_not_spread():
+    from trainlab.modules.ijepa import variance_covariance
+
+    g = torch.Generator().manual_seed(0)
+    spread = torch.randn(4096, 8, generator=g)
+    collapsed = torch.ones(4096, 8) + 1e-3 * spread  # every image the same embedding
+    correlated = spread[:, :1].expand(-1, 8)  # unit variance, but one direction only
+    assert variance_covariance(spread) < 0.05
+    assert variance_covariance(collapsed) > 0.9
+    assert variance_covariance(correlated) > 5
+
+
+def test_var_cov_adds_its_weighted_term_to_the_loss(tmp_path):
+    from trainlab.models.masks import step_generator
+
+    model, data = tiny_ijepa(tmp_path, "model.var_cov=1.0")
+    data.setup()
+    images = next(iter(data.train_dataloader()))[0]
+    with torch.no_grad():
+        with_term = model.loss(images, step_generator(0, 0, 0))[0]
+        model.hparams.var_cov = 0.0  # same weights, masks and images: only the term differs
+        without = model.loss(images, step_generator(0, 0, 0))[0]
+    assert with_term - without > 1e-3

@@ -17,6 +17,16 @@ from trainlab.modules.self_supervised import SelfSupervised
 LOSSES = {"smooth_l1": F.smooth_l1_loss, "l1": F.l1_loss, "l2": F.mse_loss}
 
 
+def variance_covariance(z: torch.Tensor) -> torch.Tensor:
+    """VICReg's variance and covariance terms on a batch of embeddings (B, D): a hinge that
+    keeps every dimension's std near 1, and the off-diagonal covariance squared."""
+    z = z - z.mean(dim=0)
+    std = torch.sqrt(z.var(dim=0) + 1e-4)
+    cov = (z.T @ z) / (len(z) - 1)
+    off = cov - torch.diag(torch.diag(cov))
+    return F.relu(1 - std).mean() + off.pow(2).sum() / z.shape[1]
+
+
 class IJEPA(SelfSupervised):
     """Context encoder + predictor trained by AdamW; target encoder = EMA of the encoder.
 
@@ -44,6 +54,8 @@ class IJEPA(SelfSupervised):
         weight_decay: tuple = (0.04, 0.4),
         ema: tuple = (0.996, 1.0),
         loss: Literal["smooth_l1", "l1", "l2"] = "smooth_l1",
+        target_layers: int = 1,
+        var_cov: float = 0.0,
         probe_lr: float = 1e-3,
         knn_k: int = 20,
         bank_size: int = 4096,
@@ -75,15 +87,34 @@ class IJEPA(SelfSupervised):
     def ema_pairs(self):
         return [(self.target_encoder, self.encoder)]
 
+    def targets(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the target encoder's output (B, N, D), the regression target (B, N, D)).
+
+        The target is the layer-normed output (the paper), or with ``target_layers`` K > 1 the
+        mean of the last K blocks' layer-normed outputs, as data2vec builds its targets.
+        """
+        k = self.hparams.target_layers
+        if k == 1:
+            full = self.target_encoder(images)
+            return full, F.layer_norm(full, full.shape[-1:])
+        layers = self.target_encoder.forward_intermediates(
+            images, indices=k, norm=False, intermediates_only=True, output_fmt="NLC"
+        )
+        target = torch.stack([F.layer_norm(x, x.shape[-1:]) for x in layers]).mean(dim=0)
+        return self.target_encoder.norm(layers[-1]), target
+
     def loss(self, images: torch.Tensor, generator: torch.Generator):
         masks = self.masks(len(images), generator)
         context, targets = masks.context.to(self.device), masks.targets.to(self.device)
         with torch.no_grad():
-            full = self.target_encoder(images)  # (B, N, D)
-            target = gather_tokens(F.layer_norm(full, full.shape[-1:]), targets)
-        pred = self.predictor(self.encoder(images, context), context, targets)
+            full, target = self.targets(images)
+            target = gather_tokens(target, targets)
+        ctx = self.encoder(images, context)
+        pred = self.predictor(ctx, context, targets)
         # In float32 even under bf16 autocast: the loss is a small difference of features.
         loss = self.loss_fn(pred.float(), target.float())
+        if self.hparams.var_cov:
+            loss = loss + self.hparams.var_cov * variance_covariance(ctx.float().mean(dim=1))
         if self.training:
             self.log_dict(
                 {"train/ctx_tokens": float(context.shape[1]), "train/tgt_tokens": float(targets[0].numel())},
