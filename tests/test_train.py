@@ -76,8 +76,41 @@ def test_every_experiment_runs_and_checkpoints(tmp_path, experiment):
 )
 def test_groups_run_and_checkpoint_outside_an_experiment(tmp_path, overrides):
     """No experiment: the groups' own defaults, each judged by its model's own metric."""
-    train(compose_cfg(tmp_path, [*overrides, *SHORT]))
+    train(compose_cfg(tmp_path, [*SHORT, *overrides]))  # after SHORT: logger=<option> wins
     assert_best_checkpoint(tmp_path / "run")
+
+
+def group_options() -> list[list[str]]:
+    """Every option of the groups a run composes besides experiment, model and data (those
+    have their own tests above): callbacks as ``[default,<option>]``, the others alone.
+    Options that need more than this CPU are left out: trainer=gpu/ddp and the 2-process
+    strategies (the DDP and FSDP tests run them), launcher=slurm and hparams_search (-m)."""
+
+    def names(group):
+        return sorted(p.stem for p in (ROOT / "configs" / group).glob("*.yaml"))
+
+    options = [
+        ["callbacks=" + (c if c in ("default", "none") else f"[default,{c}]")]
+        for c in names("callbacks")
+        if c not in ("vae", "model_checkpoint")  # vae: below; model_checkpoint: in default
+    ]
+    options.append(["callbacks=vae", "model=vae", "model.test_importance_samples=4"])
+    options += [[f"logger={o}"] for o in names("logger")]
+    options += [[f"debug={o}"] for o in names("debug")]
+    options += [["trainer=cpu"], ["trainer=default"], ["strategy=auto"], ["launcher=local"]]
+    return options
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("overrides", group_options(), ids=lambda o: " ".join(o))
+def test_every_group_option_runs_and_checkpoints(tmp_path, overrides):
+    """One short epoch of the default job with each option; where the option keeps
+    checkpointing (all but callbacks=none and debug=fdr), a best checkpoint and its metric."""
+    train(compose_cfg(tmp_path, [*SHORT, *overrides]))  # after SHORT: logger=<option> wins
+    results = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert torch.isfinite(torch.tensor(results["metrics"]["train/loss"]))
+    if overrides not in (["callbacks=none"], ["debug=fdr"]):
+        assert_best_checkpoint(tmp_path / "run")
 
 
 def test_train_then_eval_give_the_same_test_metric(tmp_path):

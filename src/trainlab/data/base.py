@@ -171,7 +171,11 @@ class ImageDataModule(L.LightningDataModule):
             # fast-forwards it) before it sets the epoch: set it here, or epoch 0's order is used.
             sampler.set_epoch(self.trainer.current_epoch if self.trainer else 0)
             return StatefulDataLoader(
-                dataset, self.batch_size, sampler=sampler, drop_last=self.drop_last, **common
+                dataset,
+                batch_size=self.batch_size,
+                sampler=sampler,
+                drop_last=self.drop_last,
+                **common,
             )
         sampler = None
         if self.trainer is not None and self.trainer.world_size > 1:
