@@ -77,6 +77,8 @@ def test_sort_and_filter_by_a_metric(runs, tmp_path):
     "args, message",
     [
         ([".", "--where", "val/acc about 0.5"], "write METRIC>VALUE"),
+        ([".", "--where", "val/acc>high"], "is not a number"),
+        ([".", "--status", "done"], "invalid choice"),
         (["nowhere"], "no such directory"),
     ],
 )

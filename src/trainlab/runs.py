@@ -29,6 +29,7 @@ from trainlab.run.sweep_summary import swept_keys
 
 # Overrides that name the run rather than describe it: never a column.
 NAMING = ("task_name", "run_name", "resume", "extras.print_config")
+STATUSES = ("finished", "failed", "stopped", "incomplete")
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "=": operator.eq}
 
 
@@ -96,7 +97,10 @@ def parse_where(expression: str):
     if match is None:
         fail(f"--where {expression!r}: write METRIC>VALUE (or >=, <, <=, =)")
     name, op, value = match.groups()
-    return name, OPS[op], float(value)
+    try:
+        return name, OPS[op], float(value)
+    except ValueError:
+        fail(f"--where {expression!r}: {value!r} is not a number")
 
 
 def metric_of(run: dict, name: str):
@@ -128,6 +132,7 @@ def table(runs: list[dict], metrics: list[str], short: bool) -> tuple[list[str],
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.error = fail  # one line, not argparse's usage block: --help shows the usage
     parser.add_argument("roots", nargs="*", type=Path, default=[Path("logs")])
     parser.add_argument(
         "--metrics", nargs="*", default=["optimized"], help="columns; 'optimized': each run's own"
@@ -135,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sort", help="a metric: best first (highest, or lowest with --asc)")
     parser.add_argument("--asc", action="store_true")
     parser.add_argument("--where", action="append", default=[], help='e.g. "val/acc>0.5"')
-    parser.add_argument("--status", nargs="*", help="keep only these statuses")
+    parser.add_argument("--status", nargs="*", choices=STATUSES, help="keep only these")
     parser.add_argument("--csv", type=Path, help="also write the table here")
     args = parser.parse_args(argv)
     missing = [str(r) for r in args.roots if not r.is_dir()]
