@@ -9,8 +9,8 @@ pulls the Azure, GCS and OCI SDKs), so this runs in a virtual environment of its
         flask flask-cors
     PYTHONPATH=src /tmp/streams/bin/python scripts/compare_stream_libraries.py
 
-Both write the same JPEG bytes into shards of the same size (through make_shards.py's
-per-image function) and read them back: decode and transform them with trainlab's transforms (224 px
+Both write the same JPEG bytes into shards of the same size (through trainlab.data.shards,
+make_shards.py's per-image function) and read them back: decode and transform them with trainlab's transforms (224 px
 random-resized crop), shuffle, and use their own loader with the same batch size and
 workers. Libraries take turns in every repeat; medians. Writes results/stream_libraries.md.
 """
@@ -51,7 +51,7 @@ def decoded(item: dict):
 
 
 def write_rates(folder: Path, out: Path) -> dict[str, float]:
-    """Images/s writing the train split as shards in one process, through make_shards.py's
+    """Images/s writing the train split as shards in one process, through trainlab.data.shards'
     per-image function (reads the file, checks that it decodes): litdata.optimize with
     one worker, and MDSWriter."""
     _, class_to_idx = find_classes(str(folder / "train"))
