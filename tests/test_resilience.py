@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from conftest import FAST, ROOT, logged_series, run_cli, run_in_process
 
@@ -193,6 +194,7 @@ def test_a_kill_during_a_save_leaves_the_previous_checkpoint_whole(tmp_path):
     assert torch.load(path, weights_only=True)["step"] == 1
 
 
+@pytest.mark.slow  # 100 s of torchrun restarts: make test-slow (CI runs it after make test)
 def test_torchrun_restarts_a_killed_rank_and_the_run_ends_as_if_uninterrupted(tmp_path):
     """scripts/chaos.py: 2 CPU ranks under torchrun --max-restarts; rank 0 or 1 gets SIGKILL
     in the middle of epoch 0 (once step000004.ckpt exists, of 8 steps); both restart, resume
