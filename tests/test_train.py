@@ -8,6 +8,7 @@ import hydra
 import pytest
 import torch
 from conftest import EXPERIMENTS, FAST, ROOT, compose_cfg, run_cli
+from omegaconf import OmegaConf
 
 from trainlab.eval import evaluate
 from trainlab.models.weights import ijepa_parts, read_state
@@ -82,19 +83,28 @@ def test_groups_run_and_checkpoint_outside_an_experiment(tmp_path, overrides):
 
 def group_options() -> list[list[str]]:
     """Every option of the groups a run composes besides experiment, model and data (those
-    have their own tests above): callbacks as ``[default,<option>]``, the others alone.
-    Options that need more than this CPU are left out: trainer=gpu/ddp and the 2-process
-    strategies (the DDP and FSDP tests run them), launcher=slurm and hparams_search (-m)."""
+    have their own tests above): a callbacks file that composes others (``defaults:``) or
+    none alone, a single callback added to the default list unless it is in it already, the
+    other groups' options alone. Options that need more than this CPU are left out:
+    trainer=gpu/ddp and the 2-process strategies (the DDP and FSDP tests run them),
+    launcher=slurm and hparams_search (-m)."""
 
     def names(group):
         return sorted(p.stem for p in (ROOT / "configs" / group).glob("*.yaml"))
 
-    options = [
-        ["callbacks=" + (c if c in ("default", "none") else f"[default,{c}]")]
-        for c in names("callbacks")
-        if c not in ("vae", "model_checkpoint")  # vae: below; model_checkpoint: in default
-    ]
-    options.append(["callbacks=vae", "model=vae", "model.test_importance_samples=4"])
+    def callbacks(name):
+        return OmegaConf.load(ROOT / "configs" / "callbacks" / f"{name}.yaml")
+
+    in_default = set(callbacks("default").defaults)
+    options = []
+    for c in names("callbacks"):
+        if "defaults" in callbacks(c) or c == "none":
+            options.append(
+                [f"callbacks={c}"]
+                + (["model=vae", "model.test_importance_samples=4"] if c == "vae" else [])
+            )
+        elif c not in in_default:
+            options.append([f"callbacks=[default,{c}]"])
     options += [[f"logger={o}"] for o in names("logger")]
     options += [[f"debug={o}"] for o in names("debug")]
     options += [["trainer=cpu"], ["trainer=default"], ["strategy=auto"], ["launcher=local"]]

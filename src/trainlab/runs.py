@@ -22,10 +22,8 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from trainlab.run.console import print_jobs
-from trainlab.run.sweep_summary import swept_keys
+from trainlab.run.sweep_summary import read_overrides, swept_keys
 
 # Overrides that name the run rather than describe it: never a column.
 NAMING = ("task_name", "run_name", "resume", "extras.print_config")
@@ -53,8 +51,6 @@ def status(run_dir: Path) -> str:
 def read_run(run_dir: Path) -> dict:
     """One row: status, overrides, metrics, wall time and the checkpoint to use."""
     meta = json.loads((run_dir / "meta.json").read_text())
-    overrides_file = run_dir / "overrides.yaml"
-    overrides = list(OmegaConf.load(overrides_file)) if overrides_file.is_file() else []
     results = {}
     if (run_dir / "metrics.json").is_file():
         results = json.loads((run_dir / "metrics.json").read_text())
@@ -63,7 +59,7 @@ def read_run(run_dir: Path) -> dict:
         "status": status(run_dir),
         "overrides": {
             k.lstrip("+~"): v
-            for k, v in (o.split("=", 1) for o in overrides if "=" in o)
+            for k, v in read_overrides(run_dir).items()
             if k.lstrip("+~") not in NAMING
         },
         "metrics": results.get("metrics", {}),

@@ -19,7 +19,8 @@ LOSSES = {"smooth_l1": F.smooth_l1_loss, "l1": F.l1_loss, "l2": F.mse_loss}
 
 def variance_covariance(z: torch.Tensor) -> torch.Tensor:
     """VICReg's variance and covariance terms on a batch of embeddings (B, D): a hinge that
-    keeps every dimension's std near 1, and the off-diagonal covariance squared."""
+    keeps every dimension's std near 1, and the off-diagonal covariance squared. Written here:
+    none of the template's dependencies ships these terms (lightly's VICRegLoss is not one)."""
     z = z - z.mean(dim=0)
     std = torch.sqrt(z.var(dim=0) + 1e-4)
     cov = (z.T @ z) / (len(z) - 1)

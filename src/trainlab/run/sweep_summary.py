@@ -14,17 +14,22 @@ from omegaconf import DictConfig, OmegaConf
 from trainlab.run.console import print_jobs
 
 
+def read_overrides(run_dir: Path) -> dict[str, str]:
+    """{key: value} of the run's command-line overrides (``overrides.yaml``), as written."""
+    path = run_dir / "overrides.yaml"
+    overrides = list(OmegaConf.load(path)) if path.exists() else []
+    return dict(o.split("=", 1) for o in overrides if "=" in o)
+
+
 def collect_jobs(sweep_dir: Path) -> list[dict]:
     jobs = []
     for metrics_file in sorted(sweep_dir.glob("*/metrics.json"), key=lambda p: p.parent.name):
         job_dir = metrics_file.parent
         results = json.loads(metrics_file.read_text())
-        overrides_file = job_dir / "overrides.yaml"
-        overrides = list(OmegaConf.load(overrides_file)) if overrides_file.exists() else []
         jobs.append(
             {
                 "job": job_dir.name,
-                "overrides": dict(o.split("=", 1) for o in overrides if "=" in o),
+                "overrides": read_overrides(job_dir),
                 "metric": (results.get("optimized_metric") or {}).get("value"),
                 "run_dir": str(job_dir),
             }
