@@ -28,9 +28,10 @@ from trainlab.run.checkpoint_config import (
     run_config_of,
 )
 from trainlab.run.config_checks import check_config
+from trainlab.run.hydra_errors import one_line_hydra_errors
 from trainlab.run.instantiate import finish_wandb, instantiate_loggers
 from trainlab.run.results import batch_facts, final_metrics, report
-from trainlab.run.run_dir import guard, is_global_zero, open_run
+from trainlab.run.run_dir import guard, hold_log_records, is_global_zero, open_run
 from trainlab.run.task import run_task
 from trainlab.train import CONFIGS
 from trainlab.utils.errors import UserError
@@ -86,10 +87,11 @@ def command_line_data_keys() -> set[str]:
     }
 
 
-def rate_features(cfg: DictConfig, ckpt: Path, run_dir: Path, start: float) -> dict:
+def rate_features(cfg: DictConfig, ckpt: Path, start: float) -> dict:
     """mode=features: the feature protocol's table for the checkpoint's frozen encoder."""
     datamodule = hydra.utils.instantiate(cfg.data)
     datamodule.check()
+    run_dir = open_run(cfg)  # after the checks: a refused run writes nothing
     encoder_cfg = cfg.model.get("encoder") or cfg.model.net.encoder
     ratings = rate_checkpoint(
         encoder_cfg,
@@ -124,9 +126,8 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
         raise UserError(f"mode={cfg.mode} is not a mode: use mode=test or mode=features")
     if cfg.mode == "features":
         cfg = merged_config(cfg, ckpt)
-        run_dir = open_run(cfg)
         L.seed_everything(cfg.seed)
-        return rate_features(cfg, ckpt, run_dir, start)
+        return rate_features(cfg, ckpt, start)
     train_cfg = train_config_of(ckpt)
     if is_global_zero():
         guard(Path(cfg.paths.output_dir))  # before the checks, as a refused run writes nothing
@@ -136,11 +137,11 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
         if "init_from" in cfg.model:  # the checkpoint holds the weights; skip the start file
             cfg.model.init_from = None
     check_config(cfg)
-    run_dir = open_run(cfg)
     L.seed_everything(cfg.seed, workers=True)
 
     datamodule = hydra.utils.instantiate(cfg.data)
     datamodule.check()
+    run_dir = open_run(cfg)  # after the checks: a refused run writes nothing
     model = hydra.utils.instantiate(cfg.model)
     loggers = instantiate_loggers(cfg.get("logger"), run_dir)
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, logger=loggers or False)
@@ -168,6 +169,8 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     return metrics
 
 
+@one_line_hydra_errors
 @hydra.main(version_base="1.3", config_path=CONFIGS, config_name="eval")
 def main(cfg: DictConfig) -> dict[str, float]:
+    hold_log_records()  # eval.log opens only once the run is accepted
     return run_task(evaluate, cfg)

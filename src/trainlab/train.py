@@ -31,13 +31,14 @@ from trainlab.run.batch import per_device_batch, scale_learning_rates
 from trainlab.run.checkpoint_config import adopt_encoder_shape
 from trainlab.run.config_checks import check_config
 from trainlab.run.console import print_config_tree
+from trainlab.run.hydra_errors import one_line_hydra_errors
 from trainlab.run.instantiate import (
     finish_wandb,
     instantiate_callbacks,
     instantiate_loggers,
     instantiate_strategy,
 )
-from trainlab.run.overrides import experiment_changes
+from trainlab.run.overrides import experiment_changes, resume_changes
 from trainlab.run.results import batch_facts, final_metrics, report
 from trainlab.run.task import run_task
 from trainlab.utils.errors import ConfigError, DataError
@@ -167,15 +168,22 @@ def train(cfg: DictConfig) -> float | None:
     adopt_encoder_shape(cfg, rundir.command_line_overrides())  # a probe: its weights' shape
     check_config(cfg)
     refuse_multirun_under_torchrun()
-    run_dir = rundir.open_run(cfg, resume=cfg.get("resume", False))
-    if rundir.is_global_zero() and cfg.extras.get("print_config"):
-        print_config_tree(cfg)
+    saved = Path(cfg.paths.output_dir) / "config.yaml"
+    if cfg.get("resume") and saved.is_file():
+        for change in resume_changes(OmegaConf.load(saved), cfg):
+            log.warning(f"resume: {change} (differs from the run's config.yaml; applies now)")
+    if rundir.is_global_zero():
+        rundir.guard(Path(cfg.paths.output_dir), resume=cfg.get("resume", False))
+        if cfg.extras.get("print_config"):
+            print_config_tree(cfg)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
 
     datamodule = hydra.utils.instantiate(cfg.data)
     datamodule.check()  # before the model: a missing data set costs one line, not minutes
     check_launch(cfg)  # before any process starts: devices, precision, strategy, comm hook
+    # Only now, with every check passed, is anything written: a refused run leaves no trace.
+    run_dir = rundir.open_run(cfg, resume=cfg.get("resume", False))
     trainer, loggers, stats = build_trainer(cfg, run_dir)
     launcher = launch_ranks_from_config(trainer, cfg, run_dir)
     devices = getattr(trainer.strategy, "parallel_devices", None) or [trainer.strategy.root_device]
@@ -223,8 +231,10 @@ def train(cfg: DictConfig) -> float | None:
     return value
 
 
+@one_line_hydra_errors
 @hydra.main(version_base="1.3", config_path=CONFIGS, config_name="train")
 def main(cfg: DictConfig) -> float | None:
+    rundir.hold_log_records()  # train.log opens only once the run is accepted
     hydra_cfg = HydraConfig.get()
     for line in experiment_changes(
         Path(CONFIGS), hydra_cfg.runtime.choices, list(hydra_cfg.overrides.task)

@@ -1,13 +1,42 @@
-"""Say when the experiment changes a group that was chosen on the command line.
+"""Say what the command line does not: values it changes that the user may not expect.
 
-``python train.py data=mnist`` keeps the default experiment, and an experiment's values win
-over its groups' defaults: the run would silently train at the experiment's image size.
-Hydra composes this correctly; it just does not say so, hence this check.
+- ``python train.py data=mnist`` keeps the default experiment, and an experiment's values
+  win over its groups' defaults: the run would silently train at the experiment's image
+  size. Hydra composes this correctly; it just does not say so.
+- ``resume=true`` continues a run from its checkpoint with the config of this command. Keys
+  that differ from the run's own config.yaml are named; those that would make it another
+  run (model, data, optimizer, seed) are refused.
 """
 
 from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from trainlab.utils.errors import ConfigError
+
+UNSET = "<unset>"
+# What a resumed run may change: how long and where it runs, what it logs, saves and rates.
+RESUME_MAY_CHANGE = (
+    "trainer.",
+    "strategy.",
+    "launcher.",
+    "callbacks.",
+    "logger.",
+    "extras.",
+    "paths.",
+    "features.",
+    "test",
+    "resume",
+    "run_name",  # saved as ${now:...} when the first command did not name the run
+    "tags",
+    "compile",
+    "data.num_workers",
+    "data.pin_memory",
+    "data.persistent_workers",
+    "data.root",
+    "data.cache_dir",
+    "data.endpoint_url",
+)
 
 
 def _leaves(node, prefix: str) -> list[str]:
@@ -42,3 +71,26 @@ def experiment_changes(configs: Path, choices: dict, task_overrides: list[str]) 
                 f"line: {keys} (without an experiment the group's own values apply)"
             )
     return lines
+
+
+def _flat(node, prefix: str = "") -> dict[str, object]:
+    """Dotted key -> leaf value of a plain container (lists are leaves)."""
+    if isinstance(node, dict):
+        return {k: v for key, val in node.items() for k, v in _flat(val, f"{prefix}{key}.").items()}
+    return {prefix[:-1]: node}
+
+
+def resume_changes(saved: DictConfig, cfg: DictConfig) -> list[str]:
+    """``key: old -> new`` for each key of ``cfg`` that differs from the run's ``saved``
+    config (unresolved, as config.yaml holds it); a ConfigError names any key a resumed
+    run cannot take."""
+    old, new = _flat(OmegaConf.to_container(saved)), _flat(OmegaConf.to_container(cfg))
+    changed = sorted(k for k in old.keys() | new.keys() if old.get(k, UNSET) != new.get(k, UNSET))
+    refused = [k for k in changed if not k.startswith(RESUME_MAY_CHANGE)]
+    if refused:
+        shown = ", ".join(f"{k}={new.get(k, UNSET)} (run: {old.get(k, UNSET)})" for k in refused)
+        raise ConfigError(
+            f"resume=true continues a run with its own model, data and optimizer, but {shown}: "
+            "drop these overrides to resume, or start a new run (another run_name)"
+        )
+    return [f"{k}: {old.get(k, UNSET)} -> {new.get(k, UNSET)}" for k in changed]

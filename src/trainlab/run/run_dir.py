@@ -6,6 +6,8 @@ can be traced back to exactly what produced it.
 """
 
 import json
+import logging
+import logging.handlers
 import os
 import platform
 import socket
@@ -20,6 +22,8 @@ from omegaconf import DictConfig, OmegaConf
 from trainlab.utils.errors import UserError
 
 RESULT_FILES = ("metrics.json", "checkpoints")
+_HELD, _RUN_LOG = "trainlab-held-records", "trainlab-run-log"  # names of our log handlers
+LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"  # Hydra's
 
 
 def is_global_zero() -> bool:
@@ -96,9 +100,50 @@ def command_line_overrides() -> list[str]:
     return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
 
 
+def _swap_root_handler(name: str, handler: logging.Handler | None) -> logging.Handler | None:
+    """Put ``handler`` on the root logger under ``name``, in place of the one held there."""
+    root = logging.getLogger()
+    old = next((h for h in root.handlers if h.name == name), None)
+    if old is not None:
+        root.removeHandler(old)
+    if handler is not None:
+        handler.set_name(name)
+        root.addHandler(handler)
+    return old
+
+
+def hold_log_records() -> None:
+    """Keep this process's log records in memory until ``open_run`` accepts the run.
+
+    The log file is opened only then, so a refused run leaves no file behind, and the
+    records from before it (config warnings, the batch) still reach the file.
+    """
+    held = _swap_root_handler(_HELD, logging.handlers.MemoryHandler(capacity=10**6))
+    if held is not None:
+        held.close()
+
+
+def log_to_file(run_dir: Path) -> None:
+    """Append log records to <run dir>/<job name>.log (train.log, eval.log), held ones first."""
+    from hydra.core.hydra_config import HydraConfig
+
+    job = HydraConfig.get().job.name if HydraConfig.initialized() else "train"
+    handler = logging.FileHandler(run_dir / f"{job}.log")
+    console = next((h for h in logging.getLogger().handlers if h.formatter), None)
+    handler.setFormatter(console.formatter if console else logging.Formatter(LOG_FORMAT))
+    old = _swap_root_handler(_RUN_LOG, handler)
+    if old is not None:
+        old.close()
+    held = _swap_root_handler(_HELD, None)
+    if isinstance(held, logging.handlers.MemoryHandler):
+        held.setTarget(handler)
+        held.close()  # flushes the held records into the file
+
+
 def open_run(cfg: DictConfig, resume: bool = False) -> Path:
     """The run dir of ``cfg.paths.output_dir``, refused if it holds another run's results,
-    recorded (config, command, git, packages) by rank 0; a resumed run keeps its record."""
+    recorded (config, command, git, packages) by rank 0, and logged to; a resumed run keeps
+    its record. Call it after every check: a refused run must write nothing."""
     run_dir = Path(cfg.paths.output_dir)
     if is_global_zero():
         guard(run_dir, resume=resume)
@@ -106,7 +151,17 @@ def open_run(cfg: DictConfig, resume: bool = False) -> Path:
             note_resume(run_dir)  # keep the run's original config and facts
         else:
             record(run_dir, cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log_to_file(run_dir)
     return run_dir
+
+
+def remove_if_empty(run_dir: Path) -> None:
+    """Remove a run dir that a refused run left empty (Hydra makes it before the task runs)."""
+    try:
+        run_dir.rmdir()  # only succeeds when empty: nothing of anyone's is lost
+    except OSError:
+        pass
 
 
 def record(run_dir: Path, cfg: DictConfig) -> None:

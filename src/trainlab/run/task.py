@@ -1,7 +1,9 @@
 """Runs a task (train, eval) so that a failure reads as one line and nothing leaks.
 
 A user's mistake prints one line that says what to fix and exits 2; any other failure
-prints one line that points at the log file holding the full traceback and exits 1.
+prints one line that points at the log file holding the full traceback and exits 1. A run
+refused before its run dir was opened (``run_dir.open_run``) leaves no trace: no log file,
+and the empty dir Hydra made for it is removed.
 """
 
 import logging
@@ -15,6 +17,7 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 
+from trainlab.run.run_dir import remove_if_empty
 from trainlab.utils.errors import ConfigError, UserError, one_line
 
 
@@ -32,13 +35,21 @@ def _user_error(e: BaseException | None) -> UserError | None:
 
 
 def _traceback_to_log_file() -> Path | None:
-    """Append the traceback to the run's log file only, not to the console."""
+    """Append the traceback to the run's log file only, not to the console; None when the
+    run was refused before its log file was opened."""
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.FileHandler):
             handler.stream.write(traceback.format_exc())
             handler.flush()
             return Path(handler.baseFilename)
     return None
+
+
+def _output_dir(cfg: DictConfig) -> Path | None:
+    try:
+        return Path(cfg.paths.output_dir)
+    except Exception:  # no paths node, or a ${hydra:...} that cannot resolve here
+        return None
 
 
 # Library warnings that say nothing actionable to a user of this template.
@@ -57,12 +68,15 @@ def run_task(task: Callable[[DictConfig], object], cfg: DictConfig):
         return task(cfg)
     except Exception as e:
         user_error = _user_error(e)
+        where = _traceback_to_log_file()
+        if where is None and (run_dir := _output_dir(cfg)) is not None:
+            remove_if_empty(run_dir)
         if user_error is not None:
-            _traceback_to_log_file()
             print(f"error: {one_line(user_error)}", file=sys.stderr, flush=True)
             sys.exit(UserError.exit_code)
-        where = _traceback_to_log_file()
-        hint = f"full traceback in {where}" if where else ""
+        if where is None:  # no log file holds it: the traceback goes to the console
+            traceback.print_exc()
+        hint = f"full traceback in {where}" if where else "traceback above"
         if isinstance(e, InstantiationException) and e.__cause__ is not None:
             # Hydra's wrapper ends in "full_key: model": name the node, show the real error.
             hint = f"while building {one_line(e).removeprefix('full_key: ')}; {hint}"

@@ -1,0 +1,74 @@
+"""Hydra's own errors (an unknown option, key or override syntax) as one line, exit 2.
+
+Hydra prints these as 7-22 lines (the config search path, every option on its own line)
+and exits 1. Here they become the bad name, the nearest valid names and how to list them.
+Hydra re-raises instead of printing when ``HYDRA_FULL_ERROR`` is set, which is how they
+are caught; a user who sets it themselves gets Hydra's full report as before.
+"""
+
+import difflib
+import functools
+import os
+import sys
+from collections.abc import Callable
+
+from hydra.errors import (
+    ConfigCompositionException,
+    HydraException,
+    MissingConfigException,
+    OverrideParseException,
+)
+from omegaconf import Container
+
+from trainlab.utils.errors import UserError
+
+
+def _nearest(name: str, names) -> str:
+    close = difflib.get_close_matches(name, [str(n) for n in names], n=3, cutoff=0.5)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
+def describe(error: HydraException, script: str) -> str:
+    """One line saying what is wrong with the command line and how to find the right name."""
+    if isinstance(error, MissingConfigException) and error.options:
+        group, _, option = (error.missing_cfg_file or "").rpartition("/")
+        return (
+            f"{group}={option} is not an option of {group}{_nearest(option, error.options)} "
+            f"(options: {', '.join(error.options)})"
+        )
+    cause = error.__cause__
+    parent = getattr(cause, "parent_node", None)
+    if isinstance(error, ConfigCompositionException) and isinstance(parent, Container):
+        key = cause.full_key
+        node = key.rpartition(".")[0] or "the config"
+        return (
+            f"{key} is not a key of {node}{_nearest(cause.key, parent.keys())} "
+            f"(python {script} --cfg job lists every key; +{key}=... adds a new one)"
+        )
+    if isinstance(error, OverrideParseException):
+        return (
+            f"cannot read the override '{error.override}': {error.message.splitlines()[0]} (quote a value "
+            f"holding spaces or brackets: key='value'; python {script} --help lists the groups)"
+        )
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f"{'; '.join(lines)} (python {script} --help lists the groups and options)"
+
+
+def one_line_hydra_errors(main: Callable) -> Callable:
+    """Wrap a ``@hydra.main`` function so that Hydra's own errors print as one line, exit 2."""
+
+    @functools.wraps(main)
+    def wrapped(*args, **kwargs):
+        if os.environ.get("HYDRA_FULL_ERROR"):  # the user asked for Hydra's full report
+            return main(*args, **kwargs)
+        os.environ["HYDRA_FULL_ERROR"] = "1"
+        try:
+            return main(*args, **kwargs)
+        except HydraException as error:
+            script = os.path.basename(sys.argv[0]) or "train.py"
+            print(f"error: {describe(error, script)}", file=sys.stderr, flush=True)
+            sys.exit(UserError.exit_code)
+        finally:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+
+    return wrapped
