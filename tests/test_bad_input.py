@@ -267,3 +267,34 @@ def test_launch_combinations_that_cannot_work_are_refused(
     assert code == 2, err[-2000:]
     assert_one_clear_line(err, *needles)
     assert not (tmp_path / "logs" / "train" / "runs" / "bad").exists()  # not even train.log
+
+
+NO_AWS_FILES = {
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+    "AWS_CONFIG_FILE": "/nonexistent",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+@pytest.mark.parametrize(
+    "env, needles",
+    [
+        ({}, ["no S3 credentials", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]),
+        (  # port 9 (discard) on loopback: nothing listens, the connection is refused
+            {"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"},
+            ["S3 endpoint http://127.0.0.1:9 does not answer", "AWS_ENDPOINT_URL"],
+        ),
+    ],
+)
+def test_s3_without_credentials_or_endpoint_is_one_line(tmp_path, monkeypatch, capfd, env, needles):
+    """Before, no credentials ended in botocore's NoCredentialsError after the model was
+    built, and an endpoint that did not answer once ended in Python's fatal-error dump."""
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in {**NO_AWS_FILES, "AWS_ENDPOINT_URL": "http://127.0.0.1:9", **env}.items():
+        monkeypatch.setenv(key, value)
+    stream = ("data=stream", "data.root=s3://bucket/shards", "data.num_classes=3", "run_name=s3")
+    code, err = run_train(tmp_path, monkeypatch, capfd, *stream)
+    assert code == 2
+    assert_one_clear_line(err, *needles)
+    assert not (tmp_path / "logs" / "train" / "runs" / "s3").exists()

@@ -137,10 +137,18 @@ def test_train_py_streams_from_an_s3_server_and_reuses_its_cache(shards, tmp_pat
     import os
 
     from trainlab.data.loopback_s3 import loopback_s3
+    from trainlab.data.stream import StreamDataModule
+    from trainlab.utils.errors import DataError
 
     root, _ = shards
     with loopback_s3(tmp_path) as s3:
         s3.upload(root / "shards", "s3://data/shards")
+        with pytest.MonkeyPatch.context() as env:  # the up-front check, against the server
+            for key, value in s3.env.items():
+                env.setenv(key, value)
+            StreamDataModule(root="s3://data/shards", num_classes=3).check()
+            with pytest.raises(DataError, match="no shards at s3://data/elsewhere/train"):
+                StreamDataModule(root="s3://data/elsewhere", num_classes=3).check()
         result = subprocess.run(
             [
                 sys.executable,

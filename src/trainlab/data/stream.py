@@ -87,9 +87,51 @@ class StreamDataModule(ImageDataModule):
     def remote(self) -> bool:
         return str(self.root).startswith("s3://")
 
+    def check_remote(self) -> None:
+        """One HEAD request per split's index.json, with a 3 s connect timeout: a missing
+        credential, an endpoint that does not answer or a wrong prefix is one line now, not
+        a NoCredentialsError or a hang inside litdata's download threads later."""
+        import boto3
+        from botocore.config import Config
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            EndpointConnectionError,
+            NoCredentialsError,
+        )
+
+        bucket, _, prefix = str(self.root).removeprefix("s3://").partition("/")
+        endpoint = self.endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or "AWS S3"
+        timeouts = Config(connect_timeout=3, read_timeout=10, retries={"max_attempts": 1})
+        # A new session: credentials are read from the environment now, not from a cache.
+        session = boto3.session.Session()
+        client = session.client("s3", endpoint_url=self.endpoint_url, config=timeouts)
+        for split in ("train", "val"):
+            key = f"{prefix.strip('/')}/{split}/index.json".lstrip("/")
+            try:
+                client.head_object(Bucket=bucket, Key=key)
+            except NoCredentialsError:
+                raise DataError(
+                    f"no S3 credentials for {self.root}: set AWS_ACCESS_KEY_ID and "
+                    "AWS_SECRET_ACCESS_KEY (and AWS_ENDPOINT_URL for a store other than AWS)"
+                ) from None
+            except ClientError as e:
+                code = e.response.get("Error", {}).get("Code", "")
+                if code in ("404", "NoSuchKey", "NoSuchBucket"):
+                    raise DataError(
+                        f"no shards at s3://{bucket}/{key.rpartition('/')[0]} (index.json "
+                        f"missing): upload the output of scripts/make_shards.py there"
+                    ) from None
+                raise DataError(f"{endpoint} refused s3://{bucket}/{key}: {code or e}") from None
+            except (EndpointConnectionError, BotoCoreError) as e:
+                raise DataError(
+                    f"S3 endpoint {endpoint} does not answer ({type(e).__name__}): check "
+                    "AWS_ENDPOINT_URL or data.endpoint_url and the network"
+                ) from None
+
     def check(self) -> None:
         if self.remote:
-            return  # listing a bucket is not cheap; a wrong URI fails at the first read
+            return self.check_remote()
         for split in ("train", "val"):
             if not (Path(self.root) / split / "index.json").is_file():
                 raise DataError(
