@@ -12,11 +12,13 @@ from pathlib import Path
 
 import lightning as L
 import torch
+import torch.distributed as dist
 from timm.models.vision_transformer import Block
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from trainlab.callbacks.comm_stats import CommStatsLogger
+from trainlab.data.base import ImageDataModule
 from trainlab.distributed.ddp import DDPStrategy
 from trainlab.distributed.fsdp import FSDPStrategy
 
@@ -63,6 +65,43 @@ class Regression(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=self.lr)
 
 
+class IndexedImages(ImageDataModule):
+    """40 images whose pixels hold their index; the train "augmentation" returns (index, one
+    random draw), so a batch shows which samples a rank read and what each one drew."""
+
+    name = "indexed"
+
+    def build_splits(self):
+        images = torch.arange(40, dtype=torch.uint8)[:, None, None, None].expand(40, 1, 2, 2)
+        data = TensorDataset(images, torch.zeros(40, dtype=torch.long))
+        return data, data, data
+
+    def augments(self) -> bool:
+        return True
+
+    def transform(self, train: bool):
+        return lambda image: torch.stack([image.float().mean(), torch.rand(())])
+
+
+class Recorder(L.LightningModule):
+    """Records the (index, draw) pairs of its batches per epoch."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(()))
+        self.seen, self.draws = {}, {}
+
+    def training_step(self, batch, batch_idx):
+        x, _ = batch
+        self.seen.setdefault(self.current_epoch, []).extend(x[:, 0].long().tolist())
+        for index, draw in x.tolist():
+            self.draws[f"{self.current_epoch}/{int(index)}"] = draw
+        return self.w * x[:, 1].mean()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
 def data(n=32, width=6, seed=1):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, width, generator=g)
@@ -97,19 +136,36 @@ def single_process_step(batch_size, lr=0.1, **model_kwargs):
 
 report = {}
 
-# 1. Shards: disjoint across ranks, all samples covered, reshuffled every epoch.
-L.seed_everything(0)
-model = Regression()
-trainer(DDPStrategy(), max_epochs=2).fit(model, loader(4, shuffle=True, n=40))
+# 1. trainlab's own train loader (ImageDataModule: SeededSampler, seeded augmentation) on 2
+# ranks: disjoint shards covering every sample, reshuffled every epoch, and each sample's
+# augmentation the same with 0 and 2 loader workers.
+for workers in (0, 2):
+    L.seed_everything(0)
+    model = Recorder()
+    datamodule = IndexedImages(batch_size=4, num_workers=workers)
+    trainer(DDPStrategy(), max_epochs=2).fit(model, datamodule=datamodule)
+    report[f"seen_workers{workers}"] = model.seen
+    report[f"draws_workers{workers}"] = model.draws
 report["rank"] = model.global_rank
-report["seen"] = model.seen
 
 # 2. 2 ranks x batch 8 x accumulation 2 == 1 process x batch 32, one optimizer step.
 model = Regression()
 trainer(DDPStrategy(), max_steps=1, accumulate_grad_batches=2).fit(model, loader(8))
 report["accumulation_diff"] = max_diff(params(model), single_process_step(32))
 
-# 3. Comm hooks run on gloo and report their savings; the loss still falls.
+# 3. Comm hooks run on gloo and report their savings; the loss still falls. The dtypes the
+# hooks really all-reduce are recorded: the byte counts alone follow from a fixed item size.
+reduced_dtypes = set()
+all_reduce = dist.all_reduce
+
+
+def recording_all_reduce(tensor, *args, **kwargs):
+    if tensor.is_floating_point():  # not Lightning's integer flags (stop decisions)
+        reduced_dtypes.add(str(tensor.dtype))
+    return all_reduce(tensor, *args, **kwargs)
+
+
+dist.all_reduce = recording_all_reduce  # the hooks call torch.distributed.all_reduce
 for hook, extra in [
     ("fp16_compress", {}),
     ("bf16_compress", {}),
@@ -119,8 +175,10 @@ for hook, extra in [
     model = Regression(width=64, hidden=512, layers=2, lr=0.01)
     strategy = DDPStrategy(comm_hook=hook, bucket_cap_mb=0.25, **extra)
     t = trainer(strategy, max_epochs=6, callbacks=[CommStatsLogger()])
+    reduced_dtypes.clear()
     t.fit(model, DataLoader(data(64, width=64), batch_size=8))
     report[hook] = {
+        "reduced_dtypes": sorted(reduced_dtypes),
         "calls": strategy.comm_stats.calls,
         "compression_rate": float(t.callback_metrics["comm/compression_rate"]),
         "iter": getattr(strategy.comm_state, "iter", None),
@@ -128,6 +186,8 @@ for hook, extra in [
         "last_loss": sum(model.losses[-4:]) / 4,
         "steps": t.global_step,
     }
+
+dist.all_reduce = all_reduce
 
 # 4. FSDP2 (sharded) trains the same as DDP (replicated), step for step.
 results = {}

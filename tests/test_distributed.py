@@ -37,12 +37,23 @@ def harness(tmp_path_factory):
 
 
 def test_each_rank_sees_a_disjoint_shard_reshuffled_every_epoch(harness):
-    (seen0, seen1) = (report["seen"] for report in harness)
+    """ImageDataModule.train_dataloader() on 2 ranks (trainlab's SeededSampler)."""
+    (seen0, seen1) = (report["seen_workers0"] for report in harness)
     for epoch in ("0", "1"):
         assert not set(seen0[epoch]) & set(seen1[epoch])
         assert sorted(seen0[epoch] + seen1[epoch]) == list(range(40))
     assert seen0["0"] != seen0["1"]  # a new order every epoch
     assert set(seen0["0"]) != set(seen0["1"])  # and a new split of the samples
+
+
+def test_augmentation_does_not_depend_on_the_worker_count(harness):
+    """The README's claim: every sample draws the same augmentation with 0 or 2 workers, on
+    each rank, and a different one in the next epoch."""
+    for report in harness:
+        assert report["seen_workers2"] == report["seen_workers0"]
+        assert report["draws_workers2"] == report["draws_workers0"]
+        draws = report["draws_workers0"]
+        assert len(set(draws.values())) == len(draws)  # all distinct, epochs included
 
 
 def test_two_ranks_with_accumulation_update_like_one_big_batch(harness):
@@ -60,8 +71,12 @@ def test_comm_hooks_run_on_gloo_and_report_their_savings(harness, hook):
         if hook == "powersgd":
             assert stats["iter"] == stats["steps"]  # PowerSGD's own counter advanced
             assert stats["compression_rate"] > 2
+            assert stats["reduced_dtypes"] == ["torch.float32"]  # P and Q, full precision
         else:
             assert stats["compression_rate"] == pytest.approx(2.0)
+            # what is really all-reduced: 2-byte floats, not the fp32 gradients
+            wire = {"fp16_compress": "torch.float16", "bf16_compress": "torch.bfloat16"}[hook]
+            assert stats["reduced_dtypes"] == [wire]
 
 
 def test_fsdp_trains_exactly_like_ddp(harness):
@@ -103,8 +118,11 @@ def test_ijepa_ddp_powersgd_bf16_accumulation_from_train_py(tmp_path):
     report = json.loads((run_dir / "rank_consistency.json").read_text())
     assert report["world_size"] == 2 and report["consistent"], report
     assert {"encoder", "target_encoder", "predictor", "online"} <= set(report["checksums"])
-    # The EMA target moved away from its initial copy on both ranks alike.
-    assert report["checksums"]["target_encoder"][0] != report["checksums"]["encoder"][0]
+    # The EMA target moved away from where it started (it would stay there if the EMA never
+    # ran), on both ranks alike, and did not become a copy of the online encoder.
+    checksums, initial = report["checksums"], report["initial_checksums"]
+    assert checksums["target_encoder"][0] != initial["target_encoder"]
+    assert checksums["target_encoder"][0] != checksums["encoder"][0]
     results = json.loads((run_dir / "metrics.json").read_text())
     run, metrics = results["run"], results["metrics"]
     assert run["world_size"] == 2 and run["accumulate_grad_batches"] == 2

@@ -76,15 +76,25 @@ def test_last_four_layers_concatenated_are_four_times_wider():
 
 
 def test_layer_wise_lr_decay_gives_each_depth_its_rate():
+    """Rates read from the groups that hold named parameters, not from the group names the
+    same code wrote: embeddings lr x 0.5^5, block i lr x 0.5^(4 - i), the head lr."""
     model = make_classifier(freeze=False, layer_decay=0.5)
     optimizer = model.configure_optimizers()
-    rates = {}
-    for group in optimizer.param_groups:
-        depth = int(group["name"].split("_")[0].removeprefix("layer"))
-        rates[depth] = group["lr"]
-        assert group["weight_decay"] == (0.0 if group["name"].endswith("no_decay") else 0.01)
-    depth = len(model.net.encoder.blocks) + 1  # 4 blocks: embeddings 0, blocks 1-4, head 5
-    assert rates == pytest.approx({d: 1e-2 * 0.5 ** (depth - d) for d in range(depth + 1)})
+    group_of = {id(p): group for group in optimizer.param_groups for p in group["params"]}
+    params = {n: p for n, p in model.named_parameters() if p.requires_grad}  # not pos_embed
+    assert len(group_of) == len(params)  # every trained parameter is optimised, once
+    expected = {  # 4 blocks: the embeddings are depth 0, blocks 1-4, the head 5
+        "net.encoder.patch_embed.proj.weight": 1e-2 * 0.5**5,
+        "net.encoder.patch_embed.proj.bias": 1e-2 * 0.5**5,
+        "net.encoder.blocks.0.attn.qkv.weight": 1e-2 * 0.5**4,
+        "net.encoder.blocks.3.mlp.fc2.weight": 1e-2 * 0.5,
+        "net.head.1.weight": 1e-2,
+    }
+    for name, lr in expected.items():
+        assert group_of[id(params[name])]["lr"] == pytest.approx(lr), name
+    assert group_of[id(params["net.head.1.weight"])]["weight_decay"] == 0.01
+    assert group_of[id(params["net.head.1.bias"])]["weight_decay"] == 0.0
+    assert group_of[id(params["net.encoder.blocks.0.norm1.weight"])]["weight_decay"] == 0.0
 
 
 def test_low_shot_subset_is_class_balanced_and_reproducible(cfg_factory):

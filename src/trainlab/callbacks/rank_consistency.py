@@ -21,18 +21,29 @@ log = get_logger(__name__)
 class RankConsistency(Callback):
     def __init__(self, filename: str = "rank_consistency.json", atol: float = 0.0):
         self.filename, self.atol = filename, atol
+        self.initial: dict[str, float] = {}
+
+    @staticmethod
+    def _checksums(pl_module) -> dict[str, torch.Tensor]:
+        """float64 sum of each top-level child's floating state (parameters, buffers such
+        as a kNN feature bank), for the children that have any."""
+        states = {name: child.state_dict() for name, child in pl_module.named_children()}
+        return {
+            name: sum(t.double().sum() for t in state.values() if t.is_floating_point())
+            for name, state in states.items()
+            if any(t.is_floating_point() for t in state.values())
+        }
+
+    @torch.no_grad()
+    def on_train_start(self, trainer, pl_module):
+        # This rank's state when fitting starts: shows which modules training changed.
+        self.initial = {n: float(v) for n, v in self._checksums(pl_module).items()}
 
     @torch.no_grad()
     def on_train_end(self, trainer, pl_module):
-        # Parameters and persistent buffers (e.g. a kNN feature bank) of each top-level child.
-        states = {name: child.state_dict() for name, child in pl_module.named_children()}
-        names = [n for n, sd in states.items() if any(t.is_floating_point() for t in sd.values())]
-        sums = torch.stack(
-            [
-                sum(t.double().sum() for t in states[n].values() if t.is_floating_point())
-                for n in names
-            ]
-        ).to(pl_module.device)
+        checksums = self._checksums(pl_module)
+        names = list(checksums)
+        sums = torch.stack([checksums[n] for n in names]).to(pl_module.device)
         gathered = (
             trainer.strategy.all_gather(sums).reshape(-1, len(names)).cpu()
         )  # (world, modules)
@@ -40,6 +51,7 @@ class RankConsistency(Callback):
         report = {
             "world_size": trainer.world_size,
             "checksums": {n: gathered[:, i].tolist() for i, n in enumerate(names)},
+            "initial_checksums": self.initial,  # rank 0's, at the fit's start
             "consistent": bool((spread <= self.atol).all()),
         }
         if trainer.is_global_zero:
