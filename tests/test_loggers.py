@@ -1,5 +1,6 @@
 """Loggers: CSV, TensorBoard and W&B (offline) together; the W&B run id is kept in the run
-dir, and the W&B API key never reaches a file."""
+dir, a resumed run writes its W&B part under the same id, and the W&B API key never reaches
+a file: not the run dir, not W&B's own files in the home directory."""
 
 import json
 import secrets
@@ -14,6 +15,7 @@ def test_many_loggers_offline_and_wandb_id_kept(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_API_KEY", secret)
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # ~/.netrc, ~/.config/wandb, ~/.cache
     cfg = compose_cfg(tmp_path, ["logger=many", *FAST])
     train(cfg)
     run_dir = tmp_path / "run"
@@ -27,7 +29,14 @@ def test_many_loggers_offline_and_wandb_id_kept(tmp_path, monkeypatch):
     assert json.loads((run_dir / "metrics.json").read_text())["metrics"]["val/probe_acc"] >= 0
     (start,) = json.loads((run_dir / "meta.json").read_text())["starts"]
     assert start["world_size"] == 1 and len(start["devices"]) == 1
-    # The API key is in the environment, never in what the run writes.
+    # Resumed offline: a second offline part under the same id, which `wandb sync` uploads
+    # after the first into one W&B run (README: W&B offline and resume).
+    train(compose_cfg(tmp_path, ["logger=many", *FAST, "resume=true", "trainer.max_epochs=2"]))
+    assert (run_dir / "wandb_id").read_text().strip() == run_id
+    parts = sorted((run_dir / "wandb").glob("offline-run-*"))
+    assert [p.name.rsplit("-", 1)[1] for p in parts] == [run_id, run_id]
+    assert all(list(p.glob(f"run-{run_id}.wandb")) for p in parts)
+    # The API key is in the environment, never in what the runs or W&B write.
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert len(written) > 10
     assert not [p for p in written if secret.encode() in p.read_bytes()]

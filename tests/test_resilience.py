@@ -117,8 +117,17 @@ def test_non_finite_loss_stops_with_one_line_and_keeps_the_last_checkpoint(
 
 
 def test_non_finite_steps_can_be_skipped_and_are_counted(tmp_path, monkeypatch):
+    """Step 4's loss is NaN: skipped, counted, and the weights and optimizer state after it
+    (step000005.ckpt) are those before it (step000004.ckpt), tensor for tensor."""
     poison_kl_at(monkeypatch, {4})
-    argv = [*VAE_RUN, "run_name=skip", "callbacks.non_finite.action=skip"]
+    argv = [
+        *VAE_RUN,
+        "run_name=skip",
+        "callbacks=[default,step_checkpoints]",
+        "callbacks.step_checkpoints.every_n_train_steps=1",
+        "callbacks.step_checkpoints.save_top_k=-1",
+        "callbacks.non_finite.action=skip",
+    ]
     assert train_in_process(monkeypatch, tmp_path, *argv) == 0
     run_dir = tmp_path / "train" / "runs" / "skip"
     skipped = logged_series(run_dir, "train/skipped_steps")  # one value per step
@@ -126,6 +135,20 @@ def test_non_finite_steps_can_be_skipped_and_are_counted(tmp_path, monkeypatch):
     state = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
     assert state["global_step"] == 9  # the skipped step still counts as a step
     assert all(torch.isfinite(t).all() for t in state["state_dict"].values())
+    before, after = (
+        torch.load(run_dir / "checkpoints" / f"step00000{n}.ckpt", weights_only=True)
+        for n in (4, 5)
+    )
+    assert before["state_dict"].keys() == after["state_dict"].keys()
+    for name, tensor in before["state_dict"].items():
+        assert torch.equal(tensor, after["state_dict"][name]), name
+    (opt_before,), (opt_after,) = before["optimizer_states"], after["optimizer_states"]
+    assert opt_before["state"].keys() == opt_after["state"].keys() and opt_before["state"]
+    for key, slots in opt_before["state"].items():
+        for slot, value in slots.items():
+            assert torch.equal(
+                torch.as_tensor(value), torch.as_tensor(opt_after["state"][key][slot])
+            )
 
 
 def test_an_error_in_training_saves_an_on_exception_checkpoint(tmp_path, monkeypatch, capfd):
