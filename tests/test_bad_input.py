@@ -116,6 +116,67 @@ def test_empty_dataset(tmp_path, monkeypatch, capfd):
     assert_one_clear_line(err, "no images under")
 
 
+def run_on_folder(tmp_path, monkeypatch, capfd, root, *args):
+    folder = ("data=imagefolder", f"data.root={root}", "data.image_size=16", "data.batch_size=4")
+    return run_train(tmp_path, monkeypatch, capfd, *folder, "data.num_workers=0", *args)
+
+
+def _only_train(root):
+    import shutil
+
+    shutil.rmtree(root / "val")
+
+
+def _empty_class(root):
+    (root / "train" / "c").mkdir()
+
+
+def _val_with_other_classes(root):
+    (root / "val" / "b").rename(root / "val" / "z")
+
+
+def _zero_byte_image(root):
+    (root / "train" / "a" / "empty.png").write_bytes(b"")
+
+
+def _text_named_jpg(root):
+    (root / "train" / "b" / "notes.jpg").write_text("not an image")
+
+
+@pytest.mark.parametrize(
+    "mistake, needles",
+    [
+        (_only_train, ["no val folder", "train/ and val/"]),
+        (_empty_class, ["class folder(s) c", "hold no images"]),
+        (_val_with_other_classes, ["only in train/: b", "only in val/: z"]),
+        (_zero_byte_image, ["cannot read image", "empty.png", "delete or replace"]),
+        (_text_named_jpg, ["cannot read image", "notes.jpg", "delete or replace"]),
+    ],
+    ids=lambda v: v.__name__.strip("_") if callable(v) else "",
+)
+def test_image_folder_mistakes(tmp_path, monkeypatch, capfd, mistake, needles):
+    mistake(root := make_image_folder(tmp_path / "imgs"))
+    code, err = run_on_folder(tmp_path, monkeypatch, capfd, root, "run_name=f")
+    assert code == 2, err[-2000:]
+    assert_one_clear_line(err, *needles)
+
+
+def test_mixed_image_modes_and_unicode_names_train(tmp_path, monkeypatch, capfd):
+    """Gray, RGBA and 16-bit PNGs in one folder, class and file names with spaces and
+    non-ASCII letters: all are read (converted to data.in_chans), nothing is skipped."""
+    root = make_image_folder(tmp_path / "my images", classes=("ä b", "ß c"))
+    Image.fromarray(np.full((16, 16), 7, np.uint8)).save(root / "train" / "ä b" / "gray ü.png")
+    Image.fromarray(np.full((16, 16, 4), 7, np.uint8)).save(root / "train" / "ä b" / "rgba.png")
+    Image.fromarray(np.full((16, 16), 3000, np.uint16)).save(root / "train" / "ß c" / "16bit.png")
+    code, err = run_on_folder(tmp_path, monkeypatch, capfd, root, "run_name=ok")
+    assert code == 0, err[-2000:]
+    from trainlab.data.imagefolder import open_split
+
+    train = open_split(root, "train")
+    assert len(train) == 11  # 4 + 4 + 3: none skipped
+    assert {train[i][0].mode for i in range(len(train))} == {"RGB"}  # every one decodes
+
+
 @pytest.mark.parametrize(
     "split, content, workers",
     [("train", b"not a png at all", 0), ("val", b"\x89PNG truncated", 1)],
@@ -158,19 +219,59 @@ class _RunsCodeWhenUnpickled:
         return (open, (self.path, "w"))
 
 
-def test_eval_refuses_a_checkpoint_that_would_run_code(tmp_path, monkeypatch, capfd, cfg_factory):
+def _checkpoint_that_runs_code(path, marker):
     import torch
+
+    torch.save({"state_dict": {}, "payload": _RunsCodeWhenUnpickled(marker)}, path)
+
+
+def _truncated_checkpoint(path, marker):
+    import torch
+
+    torch.save({"state_dict": {"w": torch.zeros(1000)}}, path)
+    path.write_bytes(path.read_bytes()[:2000])
+
+
+def _empty_checkpoint(path, marker):
+    path.write_bytes(b"")
+
+
+def _random_bytes(path, marker):
+    path.write_bytes(np.random.default_rng(0).bytes(5000))
+
+
+@pytest.mark.parametrize(
+    "make, needles",
+    [
+        (_checkpoint_that_runs_code, ["could run code"]),
+        (_truncated_checkpoint, ["empty or truncated"]),
+        (_empty_checkpoint, ["empty or truncated"]),
+        (_random_bytes, ["not a PyTorch checkpoint"]),
+    ],
+    ids=lambda v: v.__name__.strip("_") if callable(v) else "",
+)
+@pytest.mark.parametrize("use", ["eval mode=test", "eval mode=features", "train init_from"])
+def test_bad_checkpoints_are_refused_in_one_line(
+    tmp_path, monkeypatch, capfd, cfg_factory, make, needles, use
+):
+    """Before anything is built or written: no eval run dir, and the pickle's code never ran."""
     from omegaconf import OmegaConf
 
     run_dir, marker = tmp_path / "run", tmp_path / "code_ran"
     (run_dir / "checkpoints").mkdir(parents=True)
     OmegaConf.save(cfg_factory(*FAST), run_dir / "config.yaml")
-    ckpt = run_dir / "checkpoints" / "last.ckpt"
-    torch.save({"state_dict": {}, "payload": _RunsCodeWhenUnpickled(marker)}, ckpt)
-    argv = ["eval.py", f"ckpt_path={ckpt}", f"paths.log_dir={tmp_path / 'logs'}"]
-    code = run_in_process(trainlab.eval.main, argv, monkeypatch)
-    assert code == 2 and not marker.exists()
-    assert_one_clear_line(capfd.readouterr().err, str(ckpt), "could run code")
+    make(ckpt := run_dir / "checkpoints" / "last.ckpt", marker)
+    logs = tmp_path / "logs"
+    if use.startswith("eval"):
+        argv = ["eval.py", f"ckpt_path={ckpt}", f"paths.log_dir={logs}", use.split()[1]]
+        code = run_in_process(trainlab.eval.main, argv, monkeypatch)
+        err = capfd.readouterr().err
+        assert not list(logs.glob("eval/runs/*"))  # the run dir Hydra made is gone again
+    else:
+        finetune = ("experiment=finetune", f"model.init_from={ckpt}", "data.num_workers=0")
+        code, err = run_train(tmp_path, monkeypatch, capfd, *finetune)
+    assert code == 2 and not marker.exists(), err[-2000:]
+    assert_one_clear_line(err, str(ckpt), *needles)
 
 
 def test_a_missing_mandatory_value_names_its_key(tmp_path, monkeypatch, capfd):

@@ -9,7 +9,6 @@ rates on other data, ``+data.<key>=<value>`` changes one key of the checkpoint's
 ``model=ijepa model.encoder...`` describes weights that have no run dir (official, timm).
 """
 
-import pickle
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from trainlab.evaluation.checkpoint import print_ratings, rate_checkpoint
 from trainlab.evaluation.protocol import choices
 from trainlab.evaluation.protocol import metrics as protocol_metrics
+from trainlab.models.weights import check_readable
 from trainlab.run.checkpoint_config import (
     INPUT_FORMAT,
     config_path,
@@ -124,6 +124,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
         )
     if cfg.mode not in ("test", "features"):
         raise UserError(f"mode={cfg.mode} is not a mode: use mode=test or mode=features")
+    check_readable(ckpt)  # truncated, not a checkpoint, or a pickle that would run code
     if cfg.mode == "features":
         cfg = merged_config(cfg, ckpt)
         L.seed_everything(cfg.seed)
@@ -148,11 +149,6 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     try:
         # weights_only, as train.py: a checkpoint restores tensors and plain values, never code.
         trainer.test(model, datamodule=datamodule, ckpt_path=str(ckpt), weights_only=True)
-    except pickle.UnpicklingError:
-        raise UserError(
-            f"{ckpt} holds objects other than tensors and plain values, which could run code "
-            "when loaded: not loaded (use a checkpoint written by train.py)"
-        ) from None
     finally:
         finish_wandb(loggers)
     metrics = final_metrics(trainer)

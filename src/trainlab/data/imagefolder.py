@@ -38,7 +38,14 @@ def open_split(root: Path, split: str, mode: str = "RGB") -> ImageFolder:
         )
     try:
         dataset = ImageFolder(str(folder), loader=partial(load_image, mode=mode))
-    except FileNotFoundError as e:  # no class folders, or no image in any of them
+    except FileNotFoundError as e:  # no class folders, or a class folder with no image
+        classes = [p for p in folder.iterdir() if p.is_dir()]
+        empty = sorted(p.name for p in classes if not any(p.iterdir()))
+        if 0 < len(empty) < len(classes):
+            raise DataError(
+                f"class folder(s) {', '.join(empty)} under {folder} hold no images: add "
+                "images or remove the folder(s)"
+            ) from None
         raise DataError(f"no images under {folder} ({e})") from None
     n_files = sum(1 for p in folder.rglob("*") if p.is_file())
     skipped = n_files - len(dataset)
@@ -78,9 +85,12 @@ class ImageFolderDataModule(ImageDataModule):
         mode = "L" if self.in_chans == 1 else "RGB"
         train, val = open_split(root, "train", mode), open_split(root, "val", mode)
         if train.classes != val.classes:
+            only_train = sorted(set(train.classes) - set(val.classes)) or "-"
+            only_val = sorted(set(val.classes) - set(train.classes)) or "-"
             raise DataError(
-                f"train/ and val/ under {root} have different class folders "
-                f"({len(train.classes)} vs {len(val.classes)}): make them match"
+                f"train/ and val/ under {root} have different class folders (only in "
+                f"train/: {', '.join(only_train)}; only in val/: {', '.join(only_val)}): "
+                "make them match"
             )
         if len(train.classes) != self.num_classes:
             raise DataError(

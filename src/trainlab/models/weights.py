@@ -32,7 +32,38 @@ def read_state(path: str | Path) -> dict:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise UserError(f"cannot read weights from {path} with weights_only=True ({e})") from None
+        raise UserError(f"cannot read weights from {path}: {why_unreadable(e)}") from None
+
+
+def check_readable(path: str | Path) -> None:
+    """Refuse a checkpoint that ``weights_only`` loading cannot read, before any run starts.
+    Memory-mapped: the tensors are not read, so this is cheap also for large files."""
+    try:
+        try:
+            torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError as e:
+            if "mmap can only be used" not in str(e):
+                raise
+            torch.load(path, map_location="cpu", weights_only=True)  # not a zip: read it
+    except Exception as e:
+        raise UserError(f"cannot read checkpoint {path}: {why_unreadable(e)}") from None
+
+
+def why_unreadable(error: Exception) -> str:
+    """What a failed ``torch.load(weights_only=True)`` means, in words a user can act on.
+
+    torch's own messages end in a link to its docs, and a random file reads as "could
+    run code"; these say which of the three it really was.
+    """
+    text = str(error)
+    if "unsupported global" in text.lower():  # a class or function the pickle would call
+        return (
+            "it holds objects other than tensors and plain values, which could run code when "
+            "loaded: not loaded (use a checkpoint written by train.py, or convert it)"
+        )
+    if isinstance(error, EOFError) or "failed finding central directory" in text:
+        return "it is empty or truncated (an interrupted copy or download?): copy it again"
+    return "it is not a PyTorch checkpoint: pass a .ckpt written by train.py"
 
 
 def strip_prefix(state: dict, prefix: str = "module.") -> dict:
