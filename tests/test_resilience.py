@@ -67,14 +67,20 @@ def test_sigterm_mid_epoch_saves_and_the_resume_is_exact(tmp_path, monkeypatch, 
     assert losses_by_step(run_dir) == expected
 
 
-def test_sigusr1_saves_last_checkpoint_and_exits(tmp_path, monkeypatch, capfd):
-    """SIGUSR1 after step 2: the run stops after the next step, saves and exits 128 + 10."""
-    run = [*FAST, "run_name=usr1", "model.encoder.depth=1"]
-    assert train_in_process(monkeypatch, tmp_path, *run, *stop_at(2, "SIGUSR1")) == 128 + 10
-    assert "stopped by SIGUSR1 at step 3" in capfd.readouterr().err
-    last = tmp_path / "train" / "runs" / "usr1" / "checkpoints" / "last.ckpt"
+@pytest.mark.parametrize("name", ["SIGUSR1", "SIGINT"])
+def test_sigusr1_and_ctrl_c_save_last_checkpoint_and_exit(tmp_path, monkeypatch, capfd, name):
+    """SIGUSR1 or Ctrl-C (SIGINT) after step 2: the run stops after the next step, saves
+    last.ckpt, says how to continue and exits 128 + signal. Without this, Ctrl-C stopped at
+    once and kept only the last epoch's last.ckpt."""
+    number = signal.Signals[name].value
+    before = {s: signal.getsignal(s) for s in (signal.SIGUSR1, signal.SIGINT)}
+    run = [*FAST, f"run_name={name}", "model.encoder.depth=1"]
+    assert train_in_process(monkeypatch, tmp_path, *run, *stop_at(2, name)) == 128 + number
+    err = capfd.readouterr().err
+    assert f"stopped by {name} at step 3" in err and "resume=true" in err
+    last = tmp_path / "train" / "runs" / name / "checkpoints" / "last.ckpt"
     assert torch.load(last, weights_only=True)["global_step"] == 3
-    assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL  # handlers restored
+    assert {s: signal.getsignal(s) for s in before} == before  # handlers restored
 
 
 def poison_kl_at(monkeypatch, steps):

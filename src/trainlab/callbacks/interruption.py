@@ -1,9 +1,12 @@
-"""Checkpoints where a run stopped: last.ckpt on SIGTERM / SIGUSR1, on_exception.ckpt on an error.
+"""Checkpoints where a run stopped: last.ckpt on SIGTERM / SIGUSR1 / Ctrl-C, on_exception.ckpt
+on an error.
 
 SIGTERM stops training at the same batch on every rank with a SIGTERMException, and
 Lightning calls ``on_exception``; here that saves last.ckpt, which ``resume=true``
 continues from. SIGUSR1 (the usual pre-emption notice) is routed to the same path, except
 under SLURM with auto-requeue, where Lightning's own SIGUSR1 handler saves and requeues.
+So is the first Ctrl-C (SIGINT): Lightning would otherwise stop at once, keeping only the
+last epoch's last.ckpt; a second Ctrl-C stops at once, as Python would.
 
 Lightning's SIGTERM handler broadcasts from inside the handler, which runs wherever the
 signal lands, possibly inside another collective, and each rank then stops at its own
@@ -35,7 +38,7 @@ class InterruptionCheckpoint(L.Callback):
     def __init__(self, dirpath: str):
         self.dirpath = Path(dirpath)
         self.signal: signal.Signals | None = None  # the signal that stopped the run, if one did
-        self._previous_usr1 = None
+        self._previous: dict[signal.Signals, object] = {}  # handlers to restore at the end
         self._received = False  # a stop signal reached this process, not yet agreed on
 
     # -- signals ---------------------------------------------------------------------------
@@ -46,7 +49,8 @@ class InterruptionCheckpoint(L.Callback):
         signal.signal(signal.SIGTERM, self._on_sigterm)
         env = trainer._accelerator_connector.cluster_environment
         if not (isinstance(env, SLURMEnvironment) and env.auto_requeue):
-            self._previous_usr1 = signal.signal(signal.SIGUSR1, self._on_sigusr1)
+            self._previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, self._on_sigusr1)
+        self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._on_sigint)
 
     def _on_sigterm(self, signum, frame) -> None:
         self._received = True  # no collective here: see the module docstring
@@ -55,6 +59,13 @@ class InterruptionCheckpoint(L.Callback):
     def _on_sigusr1(self, signum, frame) -> None:
         self.signal = signal.SIGUSR1
         self._on_sigterm(signal.SIGTERM, frame)
+
+    def _on_sigint(self, signum, frame) -> None:
+        if self._received:  # the second Ctrl-C: stop now
+            raise KeyboardInterrupt
+        self.signal = signal.SIGINT
+        self._on_sigterm(signal.SIGTERM, frame)
+        log.info("Ctrl-C: saving last.ckpt after this batch (Ctrl-C again stops at once)")
 
     def _agree_to_stop(self, trainer: L.Trainer) -> None:
         """Every rank calls this at the same point: stop if a signal reached any rank."""
@@ -79,17 +90,17 @@ class InterruptionCheckpoint(L.Callback):
         if trainer.state.fn == "fit" and trainer.received_sigterm:
             raise SIGTERMException
 
-    def _restore_sigusr1(self) -> None:
-        if self._previous_usr1 is not None:
-            signal.signal(signal.SIGUSR1, self._previous_usr1)
-            self._previous_usr1 = None
+    def _restore_handlers(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
 
     def teardown(self, trainer: L.Trainer, pl_module, stage: str) -> None:
-        self._restore_sigusr1()
+        self._restore_handlers()
 
     # -- saving ----------------------------------------------------------------------------
     def on_exception(self, trainer: L.Trainer, pl_module, exception: BaseException) -> None:
-        self._restore_sigusr1()  # Lightning calls no teardown hook after an exception
+        self._restore_handlers()  # Lightning calls no teardown hook after an exception
         if isinstance(exception, SIGTERMException):
             self.signal = self.signal or signal.SIGTERM
             if trainer.state.fn == "fit":  # during test the model holds the best weights
