@@ -166,10 +166,12 @@ def recording_all_reduce(tensor, *args, **kwargs):
 
 
 dist.all_reduce = recording_all_reduce  # the hooks call torch.distributed.all_reduce
-for hook, extra in [
-    ("fp16_compress", {}),
-    ("bf16_compress", {}),
-    ("powersgd", {"powersgd": {"start_powerSGD_iter": 2, "matrix_approximation_rank": 1}}),
+powersgd = {"start_powerSGD_iter": 2, "matrix_approximation_rank": 1}
+for label, hook, extra in [
+    ("fp16_compress", "fp16_compress", {}),
+    ("bf16_compress", "bf16_compress", {}),
+    ("powersgd", "powersgd", {"powersgd": powersgd}),
+    ("powersgd_fp16", "powersgd", {"powersgd": powersgd, "compress_wrapper": "fp16"}),
 ]:
     # 1.1 MB of weights in 0.25 MB buckets: several buckets, the case that aborted gloo.
     model = Regression(width=64, hidden=512, layers=2, lr=0.01)
@@ -177,7 +179,7 @@ for hook, extra in [
     t = trainer(strategy, max_epochs=6, callbacks=[CommStatsLogger()])
     reduced_dtypes.clear()
     t.fit(model, DataLoader(data(64, width=64), batch_size=8))
-    report[hook] = {
+    report[label] = {
         "reduced_dtypes": sorted(reduced_dtypes),
         "calls": strategy.comm_stats.calls,
         "compression_rate": float(t.callback_metrics["comm/compression_rate"]),
@@ -208,6 +210,37 @@ for name, strategy in [
     results[name] = params(model)
     report[f"{name}_losses"] = model.losses
 report["fsdp_vs_ddp_diff"] = max_diff(results["ddp"], results["fsdp"])
+# Sharded for real: this rank holds about half of each block's parameters.
+local = [p.to_local().numel() for p in model.parameters() if hasattr(p, "to_local")]
+full = [p.numel() for p in model.parameters() if hasattr(p, "to_local")]
+report["fsdp_checkpointed_local_fraction"] = sum(local) / sum(full) if full else 1.0
+
+# 5. FSDP's mixed precision takes effect: blocks compute in param_dtype, gradients are
+# reduce-scattered in reduce_dtype (recorded where torch.distributed is called).
+model = Regression(transformer=True, seed=3)
+compute_dtypes, scattered_dtypes = set(), set()
+model.block.attn.register_forward_pre_hook(
+    lambda module, args: compute_dtypes.add(str(module.qkv.weight.dtype))
+)
+reduce_scatter = dist.reduce_scatter_single  # what FSDP2 calls for the gradients
+
+
+def recording_reduce_scatter(*args, **kwargs):
+    scattered_dtypes.add(str(kwargs.get("input", args[1] if len(args) > 1 else None).dtype))
+    return reduce_scatter(*args, **kwargs)
+
+
+dist.reduce_scatter_single = recording_reduce_scatter
+strategy = FSDPStrategy(
+    shard_modules=["timm.models.vision_transformer.Block"],
+    param_dtype="bfloat16",
+    reduce_dtype="float32",
+)
+trainer(strategy, max_steps=3).fit(model, loader(4))
+dist.reduce_scatter_single = reduce_scatter
+report["fsdp_bf16_compute_dtypes"] = sorted(compute_dtypes)
+report["fsdp_bf16_scattered_dtypes"] = sorted(scattered_dtypes)
+report["fsdp_bf16_losses"] = model.losses
 report["fsdp_checkpointed_vs_ddp_diff"] = max_diff(results["ddp"], results["fsdp_checkpointed"])
 
 OUT.mkdir(parents=True, exist_ok=True)

@@ -62,7 +62,7 @@ def test_two_ranks_with_accumulation_update_like_one_big_batch(harness):
         assert report["accumulation_diff"] < 1e-6, report["accumulation_diff"]
 
 
-@pytest.mark.parametrize("hook", ["fp16_compress", "bf16_compress", "powersgd"])
+@pytest.mark.parametrize("hook", ["fp16_compress", "bf16_compress", "powersgd", "powersgd_fp16"])
 def test_comm_hooks_run_on_gloo_and_report_their_savings(harness, hook):
     for report in harness:
         stats = report[hook]
@@ -72,6 +72,10 @@ def test_comm_hooks_run_on_gloo_and_report_their_savings(harness, hook):
             assert stats["iter"] == stats["steps"]  # PowerSGD's own counter advanced
             assert stats["compression_rate"] > 2
             assert stats["reduced_dtypes"] == ["torch.float32"]  # P and Q, full precision
+        elif hook == "powersgd_fp16":  # strategy.compress_wrapper=fp16 around PowerSGD
+            assert stats["iter"] == stats["steps"]
+            assert stats["compression_rate"] > 4  # PowerSGD's rate, twice over
+            assert stats["reduced_dtypes"] == ["torch.float16"]
         else:
             assert stats["compression_rate"] == pytest.approx(2.0)
             # what is really all-reduced: 2-byte floats, not the fp32 gradients
@@ -80,11 +84,22 @@ def test_comm_hooks_run_on_gloo_and_report_their_savings(harness, hook):
 
 
 def test_fsdp_trains_exactly_like_ddp(harness):
-    """Also with activation checkpointing and without resharding after forward (ZeRO-2)."""
+    """Also with activation checkpointing and without resharding after forward (ZeRO-2);
+    and each of the 2 ranks really holds half of the sharded parameters."""
     for report in harness:
         for name in ("fsdp", "fsdp_checkpointed"):
             assert report[f"{name}_losses"] == pytest.approx(report["ddp_losses"], abs=1e-6)
             assert report[f"{name}_vs_ddp_diff"] < 1e-6
+        assert 0.45 < report["fsdp_checkpointed_local_fraction"] < 0.55
+
+
+def test_fsdp_param_and_reduce_dtypes_take_effect(harness):
+    """strategy.param_dtype=bfloat16: blocks compute in bf16; reduce_dtype=float32: the
+    gradients are reduce-scattered in fp32; the loss stays close to fp32 DDP's."""
+    for report in harness:
+        assert report["fsdp_bf16_compute_dtypes"] == ["torch.bfloat16"]
+        assert report["fsdp_bf16_scattered_dtypes"] == ["torch.float32"]
+        assert report["fsdp_bf16_losses"] == pytest.approx(report["ddp_losses"], rel=0.05)
 
 
 @pytest.mark.slow  # 77 s of 2-process run: make test-slow (CI runs it after make test)
