@@ -168,11 +168,11 @@ def train(cfg: DictConfig) -> float | None:
     adopt_encoder_shape(cfg, rundir.command_line_overrides())  # a probe: its weights' shape
     check_config(cfg)
     refuse_multirun_under_torchrun()
-    saved = Path(cfg.paths.output_dir) / "config.yaml"
-    if cfg.get("resume") and saved.is_file():
-        for change in resume_changes(OmegaConf.load(saved), cfg):
-            log.warning(f"resume: {change} (differs from the run's config.yaml; applies now)")
-    if rundir.is_global_zero():
+    if rundir.is_global_zero():  # child ranks run rank 0's resolved copy of this config
+        saved = Path(cfg.paths.output_dir) / "config.yaml"
+        if cfg.get("resume") and saved.is_file():
+            for change in resume_changes(OmegaConf.load(saved), cfg):
+                log.warning(f"resume: {change} (differs from the run's config.yaml; applies now)")
         rundir.guard(Path(cfg.paths.output_dir), resume=cfg.get("resume", False))
         if cfg.extras.get("print_config"):
             print_config_tree(cfg)
