@@ -30,3 +30,14 @@ class SignalAtStep(L.Callback):
         if trainer.global_step == self.step and trainer.global_rank == self.rank and not self.sent:
             self.sent = True
             os.kill(os.getpid(), self.signum)
+
+
+class RaiseAtStep(L.Callback):
+    """A test callback: one rank raises an error at a given optimizer step, the others go on."""
+
+    def __init__(self, step: int, rank: int = 1):
+        self.step, self.rank = step, rank
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step == self.step and trainer.global_rank == self.rank:
+            raise RuntimeError(f"rank {self.rank} failed alone at step {self.step}")

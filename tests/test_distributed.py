@@ -211,6 +211,41 @@ def test_ddp_validation_metric_equals_the_whole_validation_set(tmp_path, experim
 
 
 @pytest.mark.slow  # a 2-process run: make test-slow (CI runs it after make test)
+def test_a_rank_failing_alone_saves_its_own_state_and_the_job_ends(tmp_path):
+    """Rank 1 raises at step 2 while rank 0 goes on: rank 1 writes on_exception.rank1.ckpt
+    without a collective (Lightning's OnExceptionCheckpoint would wait in a barrier for
+    rank 0), and the job ends within the timeout instead of hanging."""
+    import torch
+
+    result = run_cli(
+        "train.py",
+        *TWO_CPU_RANKS,
+        "strategy=ddp",
+        "trainer.max_epochs=1",
+        "trainer.limit_train_batches=6",
+        "trainer.limit_val_batches=2",
+        "model.encoder.depth=1",
+        "extras.print_config=false",
+        "features.enabled=false",
+        "+callbacks.fail._target_=signal_at_step.RaiseAtStep",
+        "+callbacks.fail.step=2",
+        f"paths.log_dir={tmp_path}",
+        "run_name=alone",
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(ROOT / "tests")},
+        timeout=300,
+    )
+    assert result.returncode != 0
+    checkpoints = tmp_path / "train" / "runs" / "alone" / "checkpoints"
+    state = torch.load(checkpoints / "on_exception.rank1.ckpt", weights_only=True)
+    assert state["global_step"] == 2
+    assert (
+        "rank 1 failed alone at step 2"
+        in result.stderr + (checkpoints.parent / "train.log").read_text()
+    )
+
+
+@pytest.mark.slow  # a 2-process run: make test-slow (CI runs it after make test)
 def test_multirun_with_ddp_runs_every_job_on_two_ranks(tmp_path):
     """The issue's command: each job gets 2 ranks started from its own composed config,
     its own run dir, the same weights on both ranks; no extra dirs, no leftover processes."""
