@@ -1,5 +1,6 @@
 """The ViT encoder and the predictor: shapes, timm compatibility, token selection."""
 
+import pytest
 import timm
 import torch
 
@@ -75,3 +76,25 @@ def test_last4_features_match_the_hand_written_forward():
     enc.set_grad_checkpointing(True)
     enc.train()
     assert torch.allclose(net.features(x), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("tokens, dim, heads", [(50, 192, 3), (197, 384, 6), (17, 96, 4)])
+def test_block_flops_formula_matches_torch_flop_counter(tokens, dim, heads):
+    """trainlab.models.flops against FlopCounterMode, forward and forward + backward (3x).
+    Attention runs unfused: the counter does not count the CPU's fused SDPA kernel."""
+    from timm.models.vision_transformer import Block
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from trainlab.models.flops import block_flops
+
+    block = Block(dim, heads, mlp_ratio=4.0)
+    block.attn.fused_attn = False
+    x = torch.randn(2, tokens, dim, requires_grad=True)
+    with FlopCounterMode(display=False) as forward:
+        y = block(x)
+    with FlopCounterMode(display=False) as backward:
+        y.sum().backward()
+    expected = 2 * block_flops(tokens, dim, 4 * dim)
+    assert forward.get_total_flops() == pytest.approx(expected, rel=0.02)
+    total = forward.get_total_flops() + backward.get_total_flops()
+    assert total == pytest.approx(3 * expected, rel=0.02)

@@ -7,7 +7,7 @@ from pathlib import Path
 import hydra
 import pytest
 import torch
-from conftest import EXPERIMENTS, FAST, ROOT, compose_cfg, run_cli
+from conftest import EXPERIMENTS, FAST, ROOT, compose_cfg, logged_series, run_cli
 from omegaconf import OmegaConf
 
 from trainlab.eval import evaluate
@@ -133,6 +133,7 @@ def test_train_then_eval_give_the_same_test_metric(tmp_path):
     assert Path(best).is_file() and Path(results["checkpoints"]["last"]).is_file()
     assert results["run"]["global_batch_size"] == train_cfg.data.batch_size
     assert results["run"]["train_samples_per_s"] > 0
+    assert "train_tokens_per_s" not in results["run"]  # a classifier counts no tokens
     for key in ("train/loss", "val/loss", "val/acc", "test/acc", "test/loss"):
         assert key in results["metrics"], key
 
@@ -159,6 +160,7 @@ def test_default_train_runs_offline_as_a_subprocess(tmp_path):
         *(o for o in FAST if not o.startswith("features.")),  # rate the frozen features too
         f"paths.log_dir={tmp_path}",
         "run_name=offline",
+        "peak_tflops=0.5",  # a CPU's peak is not known: given, the run reports its MFU
     ]
     probe = subprocess.run(["unshare", "-rn", "true"], capture_output=True)
     if probe.returncode != 0:
@@ -184,6 +186,13 @@ def test_default_train_runs_offline_as_a_subprocess(tmp_path):
     for name in ("config.yaml", "overrides.yaml", "meta.json", "requirements.txt"):
         assert (run_dir / name).exists(), name
     assert "run summary" in result.stdout
+    # I-JEPA counts its tokens and FLOPs: the summary has its throughput and MFU
+    run = results["run"]
+    assert run["train_tokens_per_s"] > run["train_samples_per_s"] > 0
+    assert 0 < run["train_mfu"] == pytest.approx(run["train_tflops_per_s"] / 0.5, rel=0.01)
+    assert "train tokens/s" in result.stdout and "MFU" in result.stdout
+    logged = logged_series(run_dir, "train/tokens_per_s")
+    assert logged and all(v > 0 for v in logged)
 
 
 def test_multirun_makes_one_run_dir_per_job_and_a_summary(tmp_path):

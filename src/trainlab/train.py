@@ -45,6 +45,13 @@ from trainlab.utils.errors import ConfigError, DataError
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
+# RunStats' numbers in the run summary (tokens, TFLOP/s and MFU where the module counts them)
+SPEED_ROWS = {
+    "train_samples_per_s": "train samples/s",
+    "train_tokens_per_s": "train tokens/s",
+    "train_tflops_per_s": "train TFLOP/s",
+    "train_mfu": "MFU",
+}
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 
 
@@ -106,7 +113,7 @@ def rate_frozen_features(cfg: DictConfig, ckpt: str, datamodule, metrics: dict):
 
 def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list, RunStats]:
     """The Trainer with the config's callbacks, loggers and strategy, plus trainlab's own."""
-    stats = RunStats()
+    stats = RunStats(cfg.get("peak_tflops"))
     # SeedEachStep always: without it a resumed run would draw other random numbers.
     callbacks = [*instantiate_callbacks(cfg.get("callbacks")), stats, SeedEachStep()]
     loggers = instantiate_loggers(cfg.get("logger"), run_dir)
@@ -221,7 +228,7 @@ def train(cfg: DictConfig) -> float | None:
             head={"run dir": run_dir, "best checkpoint": best or "-"},
             tail={
                 "wall time (s)": run["wall_seconds"],
-                "train samples/s": run["train_samples_per_s"],
+                **{label: run[key] for key, label in SPEED_ROWS.items() if key in run},
             },
             checkpoints={"best": best or None, "last": str(last) if last.exists() else None},
             run=run,

@@ -1,34 +1,80 @@
-"""Measures what metrics.json reports about a run: wall time and training samples/s."""
+"""Measures what a run reports about its speed: samples/s, tokens/s, TFLOP/s and MFU.
+
+Lightning's ThroughputMonitor counts items from the batch alone and reads FLOPs from a
+per-shape measurement; I-JEPA's token count and FLOPs change every step with the masks, so
+the module reports its own (``step_tokens``, ``step_flops``: IJEPA.count_work) and this
+callback turns them into rates. Rates are logged at the logging interval, over the steps
+since the last log, so a GPU run syncs once per interval, not every step; the run summary
+gets the same numbers over the whole fit.
+"""
 
 import time
 
 import torch
+from lightning.fabric.utilities.throughput import get_available_flops
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.callbacks.throughput_monitor import _plugin_to_compute_dtype
 
 
 class RunStats(Callback):
-    """Counts training samples over all ranks and the fit's wall time.
+    """``peak_tflops``: the device's peak for MFU; None takes Lightning's table of GPU peaks
+    for the run's precision (none for CPUs: give it, per device)."""
 
-    Lightning's ThroughputMonitor logs per-step throughput to the logger; a run's summary
-    needs one number for the whole fit, which this keeps.
-    """
-
-    def __init__(self):
-        self.samples = 0
+    def __init__(self, peak_tflops: float | None = None):
+        self.peak_tflops = peak_tflops
         self.fit_seconds = 0.0
-        self._start = None
+        self.total = {"samples": 0, "tokens": 0, "flops": 0}
+        self._interval = dict(self.total)
+        self._start = self._mark = None
+        self.world_size = 1
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        if self.peak_tflops is None and trainer.strategy.root_device.type == "cuda":
+            dtype = _plugin_to_compute_dtype(trainer.precision_plugin)
+            peak = get_available_flops(trainer.strategy.root_device, dtype)
+            self.peak_tflops = peak / 1e12 if peak else None
 
     def on_train_start(self, trainer, pl_module):
-        self._start = time.monotonic()
+        self._start = self._mark = time.perf_counter()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         images = batch[0] if isinstance(batch, (list, tuple)) else batch
-        n = len(images) if isinstance(images, torch.Tensor) else 0
-        self.samples += n * trainer.world_size
+        work = {
+            "samples": len(images) if isinstance(images, torch.Tensor) else 0,
+            "tokens": getattr(pl_module, "step_tokens", 0),
+            "flops": getattr(pl_module, "step_flops", 0),
+        }
+        for key, value in work.items():  # every rank does the same work
+            self.total[key] += value * trainer.world_size
+            self._interval[key] += value * trainer.world_size
+        if trainer._logger_connector.should_update_logs:
+            if trainer.strategy.root_device.type == "cuda":
+                torch.cuda.synchronize()  # the kernels of the interval are done
+            now = time.perf_counter()
+            pl_module.log_dict(self.rates(self._interval, now - self._mark, trainer.world_size))
+            self._interval, self._mark = dict.fromkeys(self._interval, 0), now
+
+    def rates(self, work: dict, seconds: float, world_size: int) -> dict[str, float]:
+        """train/samples_per_s, and where the module counts them tokens_per_s, tflops_per_s
+        and mfu (per device, against ``peak_tflops``)."""
+        seconds = max(seconds, 1e-9)
+        rates = {"train/samples_per_s": work["samples"] / seconds}
+        if work["tokens"]:
+            rates["train/tokens_per_s"] = work["tokens"] / seconds
+        if work["flops"]:
+            rates["train/tflops_per_s"] = work["flops"] / seconds / 1e12
+            if self.peak_tflops:
+                rates["train/mfu"] = rates["train/tflops_per_s"] / world_size / self.peak_tflops
+        return rates
 
     def on_train_end(self, trainer, pl_module):
-        self.fit_seconds = time.monotonic() - self._start
+        self.fit_seconds = time.perf_counter() - self._start
+        self.world_size = trainer.world_size
 
     def summary(self) -> dict:
-        rate = self.samples / self.fit_seconds if self.fit_seconds else 0.0
-        return {"fit_seconds": round(self.fit_seconds, 2), "train_samples_per_s": round(rate, 1)}
+        """The fit's wall time and its rates over the whole fit, for metrics.json."""
+        rates = self.rates(self.total, self.fit_seconds, self.world_size)
+        rounded = {
+            k.replace("/", "_"): round(v, 4 if k == "train/mfu" else 1) for k, v in rates.items()
+        }
+        return {"fit_seconds": round(self.fit_seconds, 2), **rounded}

@@ -8,6 +8,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from trainlab.models.flops import blocks_flops
 from trainlab.models.masks import MultiBlockMaskGenerator
 from trainlab.models.predictor import Predictor
 from trainlab.models.vit import ViTEncoder, gather_tokens
@@ -121,4 +122,16 @@ class IJEPA(SelfSupervised):
                 {"train/ctx_tokens": float(context.shape[1]), "train/tgt_tokens": float(targets[0].numel())},
                 on_step=True,
             )  # fmt: skip
+            self.count_work(len(images), full.shape[1], context.shape[1], *targets.shape[1:])
         return loss, full.mean(dim=1)
+
+    def count_work(self, batch: int, n: int, k: int, m: int, t: int) -> None:
+        """Tokens and FLOPs of this training step, read by RunStats for tokens/s and MFU:
+        the target encoder's forward on all n tokens, the context encoder's forward and
+        backward (x3) on the k context tokens, and the predictor's on m sequences of k + t."""
+        self.step_tokens = batch * (n + k + m * (k + t))
+        self.step_flops = batch * (
+            blocks_flops(self.target_encoder.blocks, n)
+            + 3 * blocks_flops(self.encoder.blocks, k)
+            + 3 * m * blocks_flops(self.predictor.blocks, k + t)
+        )
