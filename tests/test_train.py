@@ -161,6 +161,7 @@ def test_default_train_runs_offline_as_a_subprocess(tmp_path):
         f"paths.log_dir={tmp_path}",
         "run_name=offline",
         "peak_tflops=0.5",  # a CPU's peak is not known: given, the run reports its MFU
+        "trainer.log_every_n_steps=1",  # rates are logged at the logging interval
     ]
     probe = subprocess.run(["unshare", "-rn", "true"], capture_output=True)
     if probe.returncode != 0:

@@ -74,7 +74,5 @@ class RunStats(Callback):
     def summary(self) -> dict:
         """The fit's wall time and its rates over the whole fit, for metrics.json."""
         rates = self.rates(self.total, self.fit_seconds, self.world_size)
-        rounded = {
-            k.replace("/", "_"): round(v, 4 if k == "train/mfu" else 1) for k, v in rates.items()
-        }
+        rounded = {k.replace("/", "_"): float(f"{v:.4g}") for k, v in rates.items()}  # 4 digits
         return {"fit_seconds": round(self.fit_seconds, 2), **rounded}
