@@ -118,9 +118,8 @@ def hold_log_records() -> None:
     The log file is opened only then, so a refused run leaves no file behind, and the
     records from before it (config warnings, the batch) still reach the file.
     """
-    held = _swap_root_handler(_HELD, logging.handlers.MemoryHandler(capacity=10**6))
-    if held is not None:
-        held.close()
+    close_run_log()  # a new job: an earlier run's log file in this process is done
+    _swap_root_handler(_HELD, logging.handlers.MemoryHandler(capacity=10**6))
 
 
 def log_to_file(run_dir: Path) -> None:
@@ -138,6 +137,15 @@ def log_to_file(run_dir: Path) -> None:
     if isinstance(held, logging.handlers.MemoryHandler):
         held.setTarget(handler)
         held.close()  # flushes the held records into the file
+
+
+def close_run_log() -> None:
+    """Detach and close the run's log file, so a later run in this process (a notebook, the
+    tests) cannot write into it."""
+    for name in (_RUN_LOG, _HELD):
+        old = _swap_root_handler(name, None)
+        if old is not None:
+            old.close()
 
 
 def open_run(cfg: DictConfig, resume: bool = False) -> Path:

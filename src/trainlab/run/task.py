@@ -17,7 +17,7 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 
-from trainlab.run.run_dir import remove_if_empty
+from trainlab.run.run_dir import close_run_log, remove_if_empty
 from trainlab.utils.errors import ConfigError, UserError, one_line
 
 
@@ -83,3 +83,5 @@ def run_task(task: Callable[[DictConfig], object], cfg: DictConfig):
             e = e.__cause__
         print(f"error: {type(e).__name__}: {one_line(e)} ({hint})", file=sys.stderr, flush=True)
         sys.exit(1)
+    finally:
+        close_run_log()
