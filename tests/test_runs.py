@@ -8,7 +8,7 @@ import pytest
 from trainlab.runs import main
 
 
-def make_run(root, name, overrides, metrics=None, log="", last_ckpt=False):
+def make_run(root, name, overrides, metrics=None, log="", last_ckpt=False, pruned=False):
     run = root / "runs" / name
     (run / "checkpoints").mkdir(parents=True)
     (run / "meta.json").write_text(json.dumps({"starts": [{"time": "2026-11-23T10:00:00"}]}))
@@ -24,6 +24,7 @@ def make_run(root, name, overrides, metrics=None, log="", last_ckpt=False):
                     "optimized_metric": {"name": "val/acc", "value": metrics["val/acc"]},
                     "run": {"wall_seconds": 120.0},
                     "checkpoints": {"best": str(run / "checkpoints" / "best.ckpt")},
+                    **({"pruned": {"epoch": 0}} if pruned else {}),
                 }
             )
         )
@@ -37,6 +38,7 @@ def runs(tmp_path):
     make_run(tmp_path, "c", ["seed=0", "model.lr=0.3"], log="Traceback (most recent call last):\n")
     make_run(tmp_path, "d", ["seed=0", "model.lr=0.4"], log="epoch 1", last_ckpt=True)
     make_run(tmp_path, "e", ["seed=0", "model.lr=0.5"])
+    make_run(tmp_path, "f", ["seed=0", "model.lr=0.6"], {"val/acc": 0.1}, pruned=True)
     return tmp_path
 
 
@@ -55,6 +57,7 @@ def test_status_overrides_and_checkpoint_of_each_run(runs, tmp_path):
         "c": "failed",
         "d": "stopped",
         "e": "incomplete",
+        "f": "pruned",
     }
     # Only the override that differs is a column; run_name names the run, seed is the same.
     assert "model.lr" in table["a"] and "seed" not in table["a"] and "run_name" not in table["a"]

@@ -8,6 +8,7 @@ A run dir is any folder with the ``meta.json`` that train.py and eval.py write a
 status comes from what the run left behind, so the table works offline, on a shared file
 system and without W&B:
 - finished: ``metrics.json`` (written at the very end);
+- pruned: a metrics.json that says so (an Optuna trial its pruner stopped early);
 - failed: no metrics.json, and ``train.log`` holds a traceback (run_task writes it there);
 - stopped: neither, but a ``checkpoints/last.ckpt`` to continue from (``resume=true``);
 - incomplete: none of these (still running, or killed before its first checkpoint).
@@ -26,8 +27,8 @@ from trainlab.run.console import print_jobs
 from trainlab.run.sweep_summary import read_overrides, swept_keys
 
 # Overrides that name the run rather than describe it: never a column.
-NAMING = ("task_name", "run_name", "resume", "extras.print_config")
-STATUSES = ("finished", "failed", "stopped", "incomplete")
+NAMING = ("task_name", "run_name", "resume", "extras.print_config", "optuna_trial")
+STATUSES = ("finished", "pruned", "failed", "stopped", "incomplete")
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "=": operator.eq}
 
 
@@ -39,7 +40,11 @@ def fail(message: str):
 
 def status(run_dir: Path) -> str:
     if (run_dir / "metrics.json").is_file():
-        return "finished"
+        return (
+            "pruned"
+            if "pruned" in json.loads((run_dir / "metrics.json").read_text())
+            else "finished"
+        )
     log = run_dir / "train.log"
     if log.is_file() and "Traceback (most recent call last)" in log.read_text(errors="replace"):
         return "failed"

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from trainlab.callbacks.comm_stats import CommStatsLogger
 from trainlab.callbacks.interruption import InterruptionCheckpoint
+from trainlab.callbacks.optuna_pruning import OptunaPruning, pruned_epoch
 from trainlab.callbacks.run_stats import RunStats
 from trainlab.callbacks.seed_each_step import SeedEachStep
 from trainlab.distributed.checks import check_launch
@@ -116,6 +117,12 @@ def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list, RunS
     stats = RunStats(cfg.get("peak_tflops"))
     # SeedEachStep always: without it a resumed run would draw other random numbers.
     callbacks = [*instantiate_callbacks(cfg.get("callbacks")), stats, SeedEachStep()]
+    if cfg.get("optuna_trial"):  # a trial of hparams_search=optuna: its pruner may stop it
+        sweeper = HydraConfig.get().sweeper if HydraConfig.initialized() else {}
+        pruner = hydra.utils.instantiate(sweeper.get("pruner"))  # rank 0's; children: None
+        callbacks.append(
+            OptunaPruning(**cfg.optuna_trial, monitor=cfg.optimized_metric, pruner=pruner)
+        )
     loggers = instantiate_loggers(cfg.get("logger"), run_dir)
     trainer: L.Trainer = hydra.utils.instantiate(
         cfg.trainer,
@@ -161,7 +168,7 @@ def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir
         trainer.fit(model, datamodule=datamodule, ckpt_path=resume_from, weights_only=True)
         metrics = final_metrics(trainer)
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-        if cfg.get("test"):
+        if cfg.get("test") and pruned_epoch(trainer) is None:  # a pruned trial stops here
             trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
             metrics.update(final_metrics(trainer))
     except SIGTERMException:  # pre-empted: InterruptionCheckpoint saved last.ckpt
@@ -212,7 +219,9 @@ def train(cfg: DictConfig) -> float | None:
             launcher.finish()  # children done, process group gone: the next job starts clean
 
     chosen, last = None, run_dir / "checkpoints" / "last.ckpt"
-    if trainer.is_global_zero and cfg.features.enabled and isinstance(model, SelfSupervised):
+    pruned_at = pruned_epoch(trainer)
+    rate = cfg.features.enabled and isinstance(model, SelfSupervised) and pruned_at is None
+    if trainer.is_global_zero and rate:
         # last.ckpt: the weights the summary's final val/* monitors describe
         rated = str(last) if last.exists() else best or str(last)
         metrics, chosen = rate_frozen_features(cfg, rated, datamodule, metrics)
@@ -234,7 +243,12 @@ def train(cfg: DictConfig) -> float | None:
             run=run,
             optimized_metric={"name": name, "value": value},
             **({"chosen": chosen} if chosen else {}),
+            **({"pruned": {"epoch": pruned_at}} if pruned_at is not None else {}),
         )
+        if pruned_at is not None:  # the sweeper marks the trial pruned (hydra_plugins)
+            import optuna
+
+            raise optuna.TrialPruned(f"pruned after epoch {pruned_at}")
     return value
 
 

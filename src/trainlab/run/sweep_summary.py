@@ -29,7 +29,10 @@ def collect_jobs(sweep_dir: Path) -> list[dict]:
         jobs.append(
             {
                 "job": job_dir.name,
-                "overrides": read_overrides(job_dir),
+                "overrides": {
+                    k: v for k, v in read_overrides(job_dir).items() if k != "optuna_trial"
+                },
+                "status": "pruned" if "pruned" in results else "finished",
                 "metric": (results.get("optimized_metric") or {}).get("value"),
                 "run_dir": str(job_dir),
             }
@@ -78,9 +81,15 @@ class SweepSummary(Callback):
             return
         metric_name = config.get("optimized_metric") or "metric"
         keys = swept_keys(jobs)  # overrides shared by every job are noise in the table
-        header = ["job", *keys, metric_name, "run dir"]
+        header = ["job", *keys, metric_name, "status", "run dir"]
         rows = [
-            [j["job"], *(j["overrides"].get(k, "") for k in keys), j["metric"], j["run_dir"]]
+            [
+                j["job"],
+                *(j["overrides"].get(k, "") for k in keys),
+                j["metric"],
+                j["status"],
+                j["run_dir"],
+            ]
             for j in jobs
         ]
         with open(sweep_dir / "summary.csv", "w", newline="") as f:

@@ -1,0 +1,149 @@
+"""trainlab's Optuna sweeper (``hparams_search=optuna``): optuna 4, a study that persists, pruning.
+
+Hydra finds sweepers only in the ``hydra_plugins`` package, hence this file's place. Written
+here because hydra-optuna-sweeper 1.2, the last release, pins optuna 2.10 and cannot prune:
+its trials never reach the job. This one asks Optuna for a trial, runs it as a Hydra job
+(any launcher: local, with DDP, SLURM) and tells Optuna the job's result.
+
+- The study is stored in SQLite, ``<sweep dir>/optuna.db``, with the sweep dir
+  ``<studies_dir>/<study name>``. The name is derived from the command (its overrides and the
+  search space), so the same command again continues the same study.
+- ``n_trials`` counts the study's finished and pruned trials: a study that has them all runs
+  nothing. A trial that was running when its sweep died (killed, machine lost) is marked
+  failed and run again with the same values. A trial whose job failed stays failed.
+- Each trial's run dir is ``<sweep dir>/<trial number>``. The job gets
+  ``optuna_trial={storage, study, id}``, which train.py turns into the pruning callback
+  (trainlab.callbacks.optuna_pruning).
+"""
+
+import hashlib
+import logging
+from pathlib import Path
+
+import optuna
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.plugins.sweeper import Sweeper
+from omegaconf import DictConfig, read_write
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import TrialState
+
+from trainlab.utils.errors import ConfigError
+
+log = logging.getLogger(__name__)
+DONE = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+def distribution(override: Override):
+    """``interval(a, b)`` (``tag(log, interval(a, b))`` on a log scale), ``choice(...)`` or
+    ``range(...)`` as an Optuna distribution. Choices stay override strings."""
+    if override.is_interval_sweep():
+        sweep = override.value()
+        if isinstance(sweep.start, int) and isinstance(sweep.end, int):
+            return IntDistribution(sweep.start, sweep.end, log="log" in sweep.tags)
+        return FloatDistribution(sweep.start, sweep.end, log="log" in sweep.tags)
+    if override.is_choice_sweep() or override.is_range_sweep():
+        return CategoricalDistribution(list(override.sweep_string_iterator()))
+    raise ConfigError(
+        f"{override.input_line}: Optuna searches interval(a,b), choice(...) or range(...)"
+    )
+
+
+def study_name(fixed: list[str], space: dict) -> str:
+    """``optuna_<8 hex>`` from the command's overrides and the search space, in any order."""
+    text = "\n".join(sorted(fixed) + sorted(f"{k}: {d!r}" for k, d in space.items()))
+    return "optuna_" + hashlib.sha1(text.encode()).hexdigest()[:8]
+
+
+class OptunaSweeper(Sweeper):
+    def __init__(
+        self,
+        params: dict,
+        direction: str,
+        n_trials: int,
+        n_jobs: int,
+        sampler,
+        pruner,
+        studies_dir: str,
+        study_name: str | None = None,
+        storage: str | None = None,
+    ) -> None:
+        self.params = dict(params or {})
+        self.direction = {"max": "maximize", "min": "minimize"}.get(direction, direction)
+        self.n_trials, self.n_jobs = n_trials, n_jobs
+        self.sampler, self.pruner = sampler, pruner
+        self.studies_dir, self.study_name, self.storage = studies_dir, study_name, storage
+
+    def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
+        self.config = config
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
+
+    def sweep(self, arguments: list[str]) -> None:
+        parser = OverridesParser.create()
+        searched = parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()])
+        given = parser.parse_overrides(arguments)  # a=1,2 on the command line: searched too
+        space = {o.key_or_group: distribution(o) for o in searched + given if o.is_sweep_override()}
+        fixed = [o.input_line for o in given if not o.is_sweep_override()]
+        name = self.study_name or study_name(fixed, space)
+        sweep_dir = Path(self.studies_dir) / name
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        with read_write(self.config.hydra):  # the launcher and the sweep summary read it
+            self.config.hydra.sweep.dir = str(sweep_dir)
+        storage = self.storage or f"sqlite:///{sweep_dir.resolve() / 'optuna.db'}"
+        study = optuna.create_study(
+            study_name=name,
+            storage=storage,
+            sampler=self.sampler,
+            pruner=self.pruner,
+            direction=self.direction,
+            load_if_exists=True,
+        )
+        for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            study.tell(trial.number, state=TrialState.FAIL)
+            study.enqueue_trial(trial.params)
+            log.warning(f"trial {trial.number} was interrupted: marked failed, it runs again")
+        done = len(study.get_trials(deepcopy=False, states=DONE))
+        log.info(f"Optuna study {name} ({storage}): {done} of {self.n_trials} trials done")
+        todo = max(0, self.n_trials - done)
+        while todo:
+            batch = [study.ask(space) for _ in range(min(self.n_jobs, todo))]
+            todo -= len(batch)
+            jobs = [[*fixed, *self.trial_overrides(t, storage, name, sweep_dir)] for t in batch]
+            try:  # run dirs are named by trial number: one batch asks consecutive numbers
+                returns = self.launcher.launch(jobs, initial_job_idx=batch[0].number)
+            except BaseException:  # a job that exits (a user error) ends the sweep
+                for trial in batch:
+                    study.tell(trial, state=TrialState.FAIL)
+                raise
+            for trial, ret in zip(batch, returns, strict=True):
+                tell(study, trial, ret)
+        if study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            best = study.best_trial
+            log.info(f"best trial: {best.number} value {best.value:.4g} params {best.params}")
+
+    @staticmethod
+    def trial_overrides(trial, storage: str, name: str, sweep_dir: Path) -> list[str]:
+        values = [f"{k}={v}" for k, v in trial.params.items()]
+        # _trial_id: the storage's key of this trial, which the job needs to re-open it.
+        where = f"{{storage:'{storage}',study:'{name}',id:{trial._trial_id}}}"
+        return [*values, f"optuna_trial={where}", f"hydra.sweep.dir='{sweep_dir}'"]
+
+
+def tell(study: optuna.Study, trial: optuna.Trial, ret: JobReturn) -> None:
+    """Completed with a number, pruned (the job raised TrialPruned), or failed."""
+    if ret.status == JobStatus.COMPLETED and ret.return_value is not None:
+        study.tell(trial, float(ret.return_value))
+        return
+    try:
+        ret.return_value  # noqa: B018 (re-raises the job's exception)
+        log.warning(f"trial {trial.number}: the job returned no optimized_metric; marked failed")
+    except optuna.TrialPruned:
+        study.tell(trial, state=TrialState.PRUNED)
+        return
+    except Exception as e:
+        log.warning(f"trial {trial.number} failed: {type(e).__name__}: {e}")
+    study.tell(trial, state=TrialState.FAIL)

@@ -1,0 +1,141 @@
+"""hparams_search=optuna: a study that survives a killed sweep, and a pruner that stops trials."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import lightning as L
+import optuna
+import pytest
+import torch
+from conftest import ROOT
+from optuna.trial import TrialState
+
+from trainlab.callbacks.optuna_pruning import OptunaPruning
+from trainlab.runs import main as runs_main
+
+# The swept learning rate is also the metric (LearningRateMonitor's lr-AdamW, no schedule in
+# the classifier): a fixed toy metric, so which trials the threshold prunes is known.
+SWEEP = [
+    "-m",
+    "hparams_search=optuna",
+    "experiment=digits_classifier",
+    "optimized_metric=lr-AdamW",
+    "trainer.max_epochs=3",
+    "trainer.limit_train_batches=2",
+    "trainer.limit_val_batches=1",
+    "trainer.log_every_n_steps=1",
+    "test=false",
+    "extras.print_config=false",
+    "hydra.sweeper.n_trials=3",
+    "~hydra.sweeper.params",
+    "+hydra.sweeper.params={model.optimizer.lr:'choice(0.001,0.01)'}",
+    "hydra.sweeper.pruner._target_=optuna.pruners.ThresholdPruner",
+    "~hydra.sweeper.pruner.n_startup_trials",
+    "hydra.sweeper.pruner.n_warmup_steps=0",
+    "+hydra.sweeper.pruner.lower=0.005",
+]
+
+
+def sweep(tmp_path, wait_for=None):
+    """Run the sweep; with ``wait_for``, SIGKILL it once that path exists."""
+    cmd = [sys.executable, str(ROOT / "train.py"), *SWEEP, f"paths.log_dir={tmp_path}"]
+    env = {**os.environ, "WANDB_MODE": "offline"}
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    if wait_for is None:
+        out = proc.communicate(timeout=300)[0].decode()
+        assert proc.returncode == 0, out[-3000:]
+        return out
+    deadline = time.monotonic() + 300
+    while not wait_for(tmp_path) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.kill()
+    proc.communicate()
+
+
+def second_trial_started(tmp_path):
+    return any(tmp_path.glob("train/optuna/*/1/meta.json"))
+
+
+@pytest.mark.slow  # about a minute: 5 jobs in 2 sweeps
+def test_a_killed_sweep_continues_its_study_and_marks_pruned_trials(tmp_path):
+    sweep(tmp_path, wait_for=second_trial_started)  # killed while trial 1 runs
+    out = sweep(tmp_path)
+    (study_dir,) = (tmp_path / "train" / "optuna").iterdir()  # the same command: one study
+    storage = f"sqlite:///{study_dir / 'optuna.db'}"
+    (summary,) = optuna.get_all_study_summaries(storage)
+    trials = optuna.load_study(study_name=summary.study_name, storage=storage).trials
+    done = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    assert len(done) == 3, [(t.number, t.state) for t in trials]
+    # The trial the kill interrupted is failed, and ran again with the same values.
+    (failed,) = (t for t in trials if t.state == TrialState.FAIL)
+    assert failed.number == 1 and "trial 1 was interrupted" in out
+    assert trials[3].params == failed.params and trials[3] in done
+    # The threshold (0.005) prunes exactly the trials whose metric (their lr) is below it,
+    # after their first epoch; their run dirs say so, and the runs table reads them so.
+    for t in done:
+        pruned = float(t.params["model.optimizer.lr"]) < 0.005
+        assert t.state == (TrialState.PRUNED if pruned else TrialState.COMPLETE)
+        results = json.loads((study_dir / str(t.number) / "metrics.json").read_text())
+        assert results.get("pruned") == ({"epoch": 0} if pruned else None)
+    runs_main([str(study_dir), "--csv", str(tmp_path / "runs.csv")])
+    table = (tmp_path / "runs.csv").read_text()
+    assert table.count(",pruned,") == sum(t.state == TrialState.PRUNED for t in done)
+
+
+class FixedMetric(L.LightningModule):
+    """Logs the same val/acc at every epoch: a trial whose quality is known in advance."""
+
+    def __init__(self, value: float) -> None:
+        super().__init__()
+        self.value, self.layer = value, torch.nn.Linear(1, 1)
+
+    def training_step(self, batch, batch_idx):
+        return self.layer(batch[0]).sum()
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val/acc", self.value)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.0)
+
+
+def fit_trial(study: optuna.Study, value: float) -> tuple[optuna.Trial, OptunaPruning, L.Trainer]:
+    trial = study.ask()
+    storage = study._storage._backend.url  # the sqlite URL the sweeper would pass
+    pruning = OptunaPruning(storage, study.study_name, trial._trial_id, "val/acc", study.pruner)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(4, 1)))
+    trainer = L.Trainer(
+        max_epochs=4,
+        callbacks=[pruning],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+    )
+    trainer.fit(FixedMetric(value), loader, loader)
+    return trial, pruning, trainer
+
+
+@pytest.mark.parametrize("value, pruned", [(0.1, True), (0.9, False)])
+def test_the_median_pruner_stops_a_clearly_worse_trial_after_its_first_epoch(
+    tmp_path, value, pruned
+):
+    study = optuna.create_study(
+        study_name="s",
+        storage=f"sqlite:///{tmp_path / 'optuna.db'}",
+        direction="maximize",
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=0),
+    )
+    first, _, _ = fit_trial(study, 0.5)
+    study.tell(first, 0.5)
+    trial, pruning, trainer = fit_trial(study, value)
+    assert pruning.pruned_at == (0 if pruned else None)
+    assert trainer.current_epoch == (1 if pruned else 4)
+    reported = study.trials[trial.number].intermediate_values
+    assert reported == pytest.approx({0: value} if pruned else {e: value for e in range(4)})
