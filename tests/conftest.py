@@ -2,8 +2,10 @@
 
 import csv
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,6 +64,48 @@ def run_cli(script: str, *args: str, cwd: Path = ROOT, timeout: int = 300, env=N
         timeout=timeout,
         env=full_env,
     )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_torchrun_node(
+    job: list[str], node: int, nodes: int, procs_per_node: int, port: int, max_restarts: int = 0
+) -> subprocess.Popen:
+    """One node's torchrun agent (scripts/torchrun.sh) on this host: nodes meet on loopback."""
+    env = {
+        **os.environ,
+        "NNODES": str(nodes),
+        "NODE_RANK": str(node),
+        "NPROC_PER_NODE": str(procs_per_node),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "MAX_RESTARTS": str(max_restarts),
+        "PYTHON": sys.executable,
+        "WANDB_MODE": "offline",
+        # torchrun sets 1 thread per process only where a node runs several: fix it for
+        # every layout, since the thread count changes float sums.
+        "OMP_NUM_THREADS": "1",
+    }
+    command = [str(ROOT / "scripts" / "torchrun.sh"), *job]
+    return subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def run_torchrun_nodes(job: list[str], nodes: int, procs_per_node: int) -> None:
+    """Every node's agent, node 0 first (it hosts the rendezvous store, as the node at
+    MASTER_ADDR would); asserts each ends with exit 0."""
+    port = free_port()
+    agents = [start_torchrun_node(job, 0, nodes, procs_per_node, port)]
+    time.sleep(2)
+    agents += [start_torchrun_node(job, n, nodes, procs_per_node, port) for n in range(1, nodes)]
+    for agent in agents:
+        out = agent.communicate(timeout=400)[0]
+        assert agent.returncode == 0, out[-3000:]
 
 
 def run_in_process(main, argv: list[str], monkeypatch) -> int:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import torch
-from conftest import FAST, ROOT, compose_cfg, logged_series, run_cli
+from conftest import FAST, ROOT, compose_cfg, free_port, logged_series, run_cli, run_torchrun_nodes
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from torchmetrics.classification import MulticlassAccuracy
@@ -281,11 +281,7 @@ def test_torchrun_script_with_fsdp(tmp_path):
     """scripts/torchrun.sh starts 2 CPU ranks that share one run dir; FSDP from train.py
     trains the default I-JEPA job (its 1 x 1 x D mask token leaves rank 1 an empty shard),
     evaluates and writes one full checkpoint that loads with weights_only=True."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     result = subprocess.run(
         [
             str(ROOT / "scripts" / "torchrun.sh"),
@@ -314,54 +310,19 @@ def test_torchrun_script_with_fsdp(tmp_path):
     assert all(type(t) is torch.Tensor for t in state.values())  # gathered, not sharded
 
 
-def torchrun_agents(tmp_path, run_name: str, nodes: int, procs_per_node: int, port: int):
-    """scripts/torchrun.sh once per node, all on this host (loopback), each its own agent."""
-    job = ["trainer.accelerator=cpu", *FAST, "trainer.log_every_n_steps=1"]
-    agents = [
-        subprocess.Popen(
-            [
-                str(ROOT / "scripts" / "torchrun.sh"),
-                *job,
-                f"paths.log_dir={tmp_path}",
-                f"run_name={run_name}",
-            ],
-            env={
-                **os.environ,
-                "NNODES": str(nodes),
-                "NODE_RANK": str(node),
-                "NPROC_PER_NODE": str(procs_per_node),
-                "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": str(port),
-                "PYTHON": sys.executable,
-                # torchrun sets 1 thread per process only when a node runs several: fix it
-                # for both layouts, since the thread count changes float sums.
-                "OMP_NUM_THREADS": "1",
-            },
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for node in range(nodes)
-    ]
-    for agent in agents:
-        out = agent.communicate(timeout=400)[0]
-        assert agent.returncode == 0, out[-3000:]
-    return tmp_path / "train" / "runs" / run_name
-
-
 @pytest.mark.slow  # two 2-process jobs: make test-slow (CI runs it after make test)
 def test_two_nodes_on_loopback_train_like_one_node_with_two_processes(tmp_path):
     """Two torchrun agents as nodes 0 and 1 (one process each, rendezvous on 127.0.0.1) give
     the same losses and weights, bit for bit, as one agent with 2 processes."""
-    import socket
-
-    ports = []
-    for _ in range(2):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
-    two_nodes = torchrun_agents(tmp_path, "two_nodes", nodes=2, procs_per_node=1, port=ports[0])
-    one_node = torchrun_agents(tmp_path, "one_node", nodes=1, procs_per_node=2, port=ports[1])
+    job = [
+        "trainer.accelerator=cpu",
+        *FAST,
+        "trainer.log_every_n_steps=1",
+        f"paths.log_dir={tmp_path}",
+    ]
+    run_torchrun_nodes([*job, "run_name=two_nodes"], nodes=2, procs_per_node=1)
+    run_torchrun_nodes([*job, "run_name=one_node"], nodes=1, procs_per_node=2)
+    two_nodes, one_node = (tmp_path / "train" / "runs" / n for n in ("two_nodes", "one_node"))
     for run in (two_nodes, one_node):
         facts = json.loads((run / "metrics.json").read_text())["run"]
         assert facts["world_size"] == 2

@@ -2,6 +2,7 @@
 non-finite losses, errors, and torchrun restarting killed ranks."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -10,7 +11,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import FAST, ROOT, logged_series, run_cli, run_in_process
+from conftest import (
+    FAST,
+    ROOT,
+    free_port,
+    logged_series,
+    run_cli,
+    run_in_process,
+    run_torchrun_nodes,
+    start_torchrun_node,
+)
 
 import trainlab.train
 from trainlab.modules.vae import VAE
@@ -266,3 +276,57 @@ def test_sigkill_during_validation_resumes_exactly_from_a_step_checkpoint(tmp_pa
     ]
     assert run_cli("train.py", *cut, cwd=tmp_path).returncode == 0
     assert losses_by_step(run_dir) == losses_by_step(tmp_path / "train" / "runs" / "straight")
+
+
+@pytest.mark.slow  # a 2-node job with a lost node, and its uninterrupted twin: about 3 minutes
+def test_a_lost_node_is_replaced_and_the_job_ends_as_if_uninterrupted(tmp_path):
+    """Two torchrun agents as nodes 0 and 1 on loopback (one process each, MAX_RESTARTS=3).
+    Node 1 is lost once step000004.ckpt exists (its agent and its worker SIGKILLed) and a new
+    agent takes its place, as a scheduler would start a replacement node. Node 0's agent
+    restarts its worker, both resume from the newest step checkpoint, and the logged losses
+    and test metrics equal those of the same job run on 2 nodes without a loss."""
+    job = [
+        "trainer.accelerator=cpu",
+        "trainer.max_epochs=2",
+        "trainer.limit_train_batches=8",
+        "trainer.limit_val_batches=2",
+        "trainer.limit_test_batches=2",
+        "trainer.log_every_n_steps=1",
+        "model.encoder.depth=2",
+        "callbacks=[default,step_checkpoints]",
+        "callbacks.step_checkpoints.every_n_train_steps=2",
+        "extras.print_config=false",
+        "resume=true",
+        f"paths.log_dir={tmp_path}",
+    ]
+    run_torchrun_nodes([*job, "run_name=whole"], nodes=2, procs_per_node=1)
+    lost = [*job, "run_name=lost"]
+    port = free_port()
+    node0 = start_torchrun_node(lost, 0, 2, 1, port, max_restarts=3)
+    time.sleep(2)  # node 0 hosts the rendezvous store, as the node at MASTER_ADDR would
+    node1 = start_torchrun_node(lost, 1, 2, 1, port, max_restarts=3)
+    run_dir = tmp_path / "train" / "runs" / "lost"
+    deadline = time.monotonic() + 300
+    while not (run_dir / "checkpoints" / "step000004.ckpt").exists():
+        assert node0.poll() is None and time.monotonic() < deadline, node0.communicate()[0][-3000:]
+        time.sleep(0.05)
+    children = Path(f"/proc/{node1.pid}/task/{node1.pid}/children").read_text().split()
+    for pid in [node1.pid, *map(int, children)]:
+        os.kill(pid, signal.SIGKILL)
+    node1.communicate()
+    replacement = start_torchrun_node(lost, 1, 2, 1, port, max_restarts=3)
+    for agent in (node0, replacement):
+        out = agent.communicate(timeout=400)[0]
+        assert agent.returncode == 0, out[-3000:]
+    log = (run_dir / "train.log").read_text()
+    assert "resuming from" in log and "checkpoints/step0000" in log
+    assert losses_by_step(run_dir) == losses_by_step(tmp_path / "train" / "runs" / "whole")
+    test_metrics = [
+        {
+            k: v
+            for k, v in json.loads((d / "metrics.json").read_text())["metrics"].items()
+            if k.startswith("test/")
+        }
+        for d in (run_dir, tmp_path / "train" / "runs" / "whole")
+    ]
+    assert test_metrics[0] and test_metrics[0] == test_metrics[1]
