@@ -78,17 +78,19 @@ def test_last4_features_match_the_hand_written_forward():
     assert torch.allclose(net.features(x), expected, atol=1e-5)
 
 
+@pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("tokens, dim, heads", [(50, 192, 3), (197, 384, 6), (17, 96, 4)])
-def test_block_flops_formula_matches_torch_flop_counter(tokens, dim, heads):
-    """trainlab.models.flops against FlopCounterMode, forward and forward + backward (3x).
-    Attention runs unfused: the counter does not count the CPU's fused SDPA kernel."""
+def test_block_flops_formula_matches_torch_flop_counter(tokens, dim, heads, fused):
+    """trainlab.models.flops against FlopCounterMode, forward and forward + backward (3x),
+    with attention as matmuls and as the CPU's fused kernel (whose formula flops.py adds to
+    the counter: without it, attention counts 0 and the fused case fails)."""
     from timm.models.vision_transformer import Block
     from torch.utils.flop_counter import FlopCounterMode
 
     from trainlab.models.flops import block_flops
 
     block = Block(dim, heads, mlp_ratio=4.0)
-    block.attn.fused_attn = False
+    block.attn.fused_attn = fused
     x = torch.randn(2, tokens, dim, requires_grad=True)
     with FlopCounterMode(display=False) as forward:
         y = block(x)
@@ -98,3 +100,19 @@ def test_block_flops_formula_matches_torch_flop_counter(tokens, dim, heads):
     assert forward.get_total_flops() == pytest.approx(expected, rel=0.02)
     total = forward.get_total_flops() + backward.get_total_flops()
     assert total == pytest.approx(3 * expected, rel=0.02)
+
+
+def test_the_model_summary_counts_the_evaluation_forward_flops(cfg_factory):
+    """Lightning's summary runs the default job's example image through I-JEPA's forward (the
+    target encoder): its FLOPs are the blocks' formula plus the patch embedding, exactly."""
+    from hydra.utils import instantiate
+    from lightning.pytorch.utilities.model_summary import ModelSummary
+
+    from trainlab.models.flops import blocks_flops
+
+    model = instantiate(cfg_factory().model)
+    encoder = model.target_encoder
+    tokens, dim = encoder.num_patches, encoder.embed_dim
+    patch_embedding = 2 * tokens * dim * encoder.patch_embed.proj.weight[0].numel()
+    summary = ModelSummary(model)
+    assert summary.total_flops == blocks_flops(encoder.blocks, tokens) + patch_embedding

@@ -7,7 +7,22 @@ tests/test_models.py checks against FlopCounterMode. Norms, softmax and GELU are
 as MFU is usually counted.
 """
 
+import torch
 from torch import nn
+from torch.utils.flop_counter import flop_registry
+
+# FlopCounterMode, which Lightning's model summary and measure_flops use, counts the CUDA
+# fused-attention kernels but not the CPU's, so attention was missing from every CPU count.
+# The CPU kernel takes the same (query, key, value, ...) arguments: give it the same formulas.
+_aten = torch.ops.aten
+flop_registry.setdefault(
+    _aten._scaled_dot_product_flash_attention_for_cpu,
+    flop_registry[_aten._scaled_dot_product_flash_attention],
+)
+flop_registry.setdefault(
+    _aten._scaled_dot_product_flash_attention_for_cpu_backward,
+    flop_registry[_aten._scaled_dot_product_flash_attention_backward],
+)
 
 
 def block_flops(tokens: int, dim: int, mlp_hidden: int) -> int:

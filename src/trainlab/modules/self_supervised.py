@@ -66,6 +66,11 @@ class SelfSupervised(L.LightningModule):
         self.save_hyperparameters(logger=False, ignore=list(self.not_hparams))
         self.make_optimizer = optimizer
         self.encoder = encoder
+        # One blank image: Lightning's model summary runs forward on it for its FLOPs column
+        # (the evaluation forward, per image; RunStats counts the training steps' FLOPs).
+        self.example_input_array = torch.zeros(
+            1, encoder.patch_embed.proj.in_channels, *encoder.patch_embed.img_size
+        )
         self.online = OnlineEvaluator(
             encoder.embed_dim, num_classes, knn_k=knn_k, bank_size=bank_size
         )
