@@ -1,13 +1,15 @@
-"""The I-JEPA training step through Lightning against a bare PyTorch loop, same model and batch.
-
-Both run the same work per step: masks, target forward, context forward, predictor, loss,
-AdamW with the per-step schedules, EMA update. Lightning's overhead is what is left.
+"""The I-JEPA training step, same model, batch and masks (so the same token counts), run as:
+a reference-style bare loop (how the official code runs its step), trainlab's step in a
+bare loop and through Lightning, and trainlab's step with fused AdamW, torch.compile or
+bf16 autocast. Every variant does the same work per step: masks, target forward, context
+forward, predictor, loss, online probe, AdamW with the per-step schedules, EMA update.
 """
 
 import statistics
 import time
 
 import lightning as L
+import torch
 from torch.utils.data import DataLoader, Dataset
 
 from trainlab.models.masks import step_generator
@@ -56,11 +58,43 @@ def lightning_rate(make_model, images, labels, steps, warmup) -> float:
     return steps * len(images) / timer.seconds
 
 
-def bare_rate(make_model, images, labels, steps, warmup) -> float:
+def reference_style(model) -> None:
+    """Make ``model`` run its step the way the reference I-JEPA code does, as GUIDE.md and the
+    paper describe it (reimplemented here, not copied): attention written out as softmax(q k^T) v
+    (timm's unfused path) and AdamW as a loop over tensors (torch's default on CPUs anyway).
+    The per-parameter EMA loop and the per-step host sync are in ``loop_rate``."""
+    for module in model.modules():
+        if hasattr(module, "fused_attn"):
+            module.fused_attn = False
+
+
+def loop_rate(
+    make_model,
+    images,
+    labels,
+    steps,
+    warmup,
+    reference=False,
+    fused_adamw=False,
+    compiled=False,
+    bf16=False,
+) -> tuple[float, float]:
+    """(samples/s, tokens/s) of a bare PyTorch loop over the module's own step: masks, target forward,
+    context forward, predictor, loss (and the online probe, in every variant), AdamW with
+    the per-step schedules, EMA."""
     model = make_model()
     model.train()
+    if reference:
+        reference_style(model)
+    if compiled:
+        from trainlab.modules.compile import compile_networks
+
+        compile_networks(model)
     optimizer = model.configure_optimizers()
-    total = steps + warmup
+    if fused_adamw:
+        for group in optimizer.param_groups:
+            group["fused"] = True
+    total, tokens = steps + warmup, 0
     for step in range(total):
         if step == warmup:
             start = time.perf_counter()
@@ -70,19 +104,58 @@ def bare_rate(make_model, images, labels, steps, warmup) -> float:
                 group["lr"] = s["lr"]
                 if group["decay"]:
                     group["weight_decay"] = s["wd"]
-        loss, features = model.loss(images, step_generator(0, 0, step))
-        loss = loss + model.online.training_loss(features, labels)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            # timed step j draws mask j in every variant, whatever its warm-up length
+            masks = step - warmup if step >= warmup else steps + step
+            loss, features = model.loss(images, step_generator(0, 0, masks))
+            loss = loss + model.online.training_loss(features, labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        model.update_target(s["ema"])
-    return steps * len(images) / (time.perf_counter() - start)
+        if reference:  # the reference's EMA: one in-place update per parameter pair
+            with torch.no_grad():
+                for target, online in zip(
+                    model.target_encoder.parameters(), model.encoder.parameters(), strict=True
+                ):
+                    target.mul_(s["ema"]).add_((1.0 - s["ema"]) * online.detach())
+            loss.item()  # its loss meter reads the loss every step: a host sync on a GPU
+        else:
+            model.update_target(s["ema"])
+        tokens += model.step_tokens if step >= warmup else 0  # IJEPA.count_work's count
+    seconds = time.perf_counter() - start
+    return steps * len(images) / seconds, tokens / seconds
+
+
+# Rows of the step table: name -> loop_rate's keyword arguments (None: through Lightning).
+VARIANTS = {
+    "reference-style bare loop (unfused attention, per-parameter EMA, sync per step)": {
+        "reference": True
+    },
+    "trainlab, bare loop (eager)": {},
+    "trainlab through Lightning (eager)": None,
+    "trainlab, bare loop, fused AdamW": {"fused_adamw": True},
+    "trainlab, bare loop, torch.compile (compile=true)": {"compiled": True},
+    "trainlab, bare loop, bf16 autocast": {"bf16": True},
+}
 
 
 def bench(make_model, images, labels, steps=15, warmup=3, repeats=3) -> dict:
-    light, bare = [], []
-    for _ in range(repeats):  # alternate, so drift on a shared machine hits both
-        bare.append(bare_rate(make_model, images, labels, steps, warmup))
-        light.append(lightning_rate(make_model, images, labels, steps, warmup))
-    b, l_ = statistics.median(bare), statistics.median(light)
-    return {"bare_samples_per_s": b, "lightning_samples_per_s": l_, "ratio": l_ / b}
+    """{variant: (median samples/s, median tokens/s or None through Lightning)}; variants
+    alternate in every repeat, so drift on a shared machine hits all of them. The compiled
+    loop gets 5 more warm-up steps (compilation, and a recompile for dynamic lengths)."""
+    rates = {name: [] for name in VARIANTS}
+    for _ in range(repeats):
+        for name, kwargs in VARIANTS.items():
+            if kwargs is None:
+                rate = (lightning_rate(make_model, images, labels, steps, warmup), None)
+            else:
+                extra = 5 if kwargs.get("compiled") else 0
+                rate = loop_rate(make_model, images, labels, steps, warmup + extra, **kwargs)
+            rates[name].append(rate)
+    return {
+        name: (
+            statistics.median(r[0] for r in runs),
+            None if runs[0][1] is None else statistics.median(r[1] for r in runs),
+        )
+        for name, runs in rates.items()
+    }
