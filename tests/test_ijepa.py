@@ -121,9 +121,6 @@ def test_step_tokens_and_flops_count_what_the_step_runs(tmp_path):
     from trainlab.models.masks import step_generator
 
     model, _ = tiny_ijepa(tmp_path, "model.encoder.depth=2", "model.predictor.depth=2")
-    for module in model.modules():
-        if hasattr(module, "fused_attn"):
-            module.fused_attn = False  # the counter does not see the CPU's fused SDPA
     images = torch.randn(8, 1, 16, 16)
     masks = model.masks(8, step_generator(0, 0, 0))
     with FlopCounterMode(display=False) as counted:
@@ -132,6 +129,42 @@ def test_step_tokens_and_flops_count_what_the_step_runs(tmp_path):
     n, k, (m, t) = model.encoder.num_patches, masks.context.shape[1], masks.targets.shape[1:]
     assert model.step_tokens == 8 * (n + k + m * (k + t))
     assert counted.get_total_flops() == pytest.approx(model.step_flops, rel=0.03)
+
+
+@pytest.mark.slow  # inductor compiles encoder and predictor, forward and backward: ~1 minute
+def test_compiled_steps_match_eager_and_stop_recompiling_after_warm_up(tmp_path):
+    """compile=true's networks against an eager copy over steps whose masks change the
+    context and target lengths: the same loss and gradients within float tolerance, and no
+    new graph after 3 warm-up steps (dynamo marks the lengths dynamic once they change)."""
+    import copy
+
+    from torch._dynamo.utils import counters
+
+    from trainlab.models.masks import step_generator
+    from trainlab.modules.compile import compile_networks
+
+    torch._dynamo.reset()
+    eager, _ = tiny_ijepa(tmp_path, "data.image_size=32")  # an 8 x 8 grid: many lengths
+    compiled = copy.deepcopy(eager)
+    compile_networks(compiled)
+    images = torch.randn(8, 1, 32, 32)
+    lengths, graphs = set(), None
+    for step in range(10):
+        if step == 3:
+            graphs = counters["stats"]["unique_graphs"]
+        losses = []
+        for model in (eager, compiled):
+            model.zero_grad()
+            loss, _ = model.loss(images, step_generator(0, 0, step))
+            loss.backward()
+            losses.append(loss)
+        torch.testing.assert_close(losses[1], losses[0], rtol=1e-4, atol=1e-5)
+        grads = [m.encoder.blocks[0].attn.qkv.weight.grad for m in (eager, compiled)]
+        torch.testing.assert_close(grads[1], grads[0], rtol=1e-3, atol=1e-5)
+        masks = eager.masks(8, step_generator(0, 0, step))
+        lengths.add((masks.context.shape[1], masks.targets.shape[2]))
+    assert len(lengths) > 2, lengths  # the steps really had different lengths
+    assert counters["stats"]["unique_graphs"] == graphs
 
 
 def test_run_stats_rates_are_work_over_time():
