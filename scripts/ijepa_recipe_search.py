@@ -6,7 +6,8 @@ with the frozen-feature protocol (``trainlab.evaluation``), write results/ijepa_
 
 Round 1: variants on top of BASE, seed 0 (--seed). Round 2: variants on top of the chosen
 recipe at 20 epochs, two at a time. Round 3: round 2's clearest change at full length over
-3 seeds. Each variant is a list of train.py overrides. A variant whose run dir already
+3 seeds. Round 4: variants on top of the recipe that adopted round 3's change, as round 2.
+Each variant is a list of train.py overrides. A variant whose run dir already
 holds metrics.json is not pre-trained again (delete logs/recipe_search/runs/<name>_s<seed> to redo it),
 so the search can be stopped and continued.
 """
