@@ -12,7 +12,6 @@ ROOT = Path(__file__).resolve().parents[3]
 ONE_STEP = [
     "trainer.max_steps=1",
     "trainer.limit_val_batches=0",
-    "trainer.num_sanity_val_steps=0",
     "test=false",
     "features.enabled=false",
     "extras.print_config=false",
