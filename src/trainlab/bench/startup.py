@@ -40,3 +40,7 @@ def bench(repeats: int = 3) -> dict:
             imports.append(seconds([sys.executable, "-c", "import trainlab.train"]))
     run, imported = statistics.median(runs), statistics.median(imports)
     return {"one_step_run_s": run, "import_s": imported, "rest_s": run - imported}
+
+
+if __name__ == "__main__":
+    print(bench())
