@@ -105,7 +105,8 @@ def test_fsdp_param_and_reduce_dtypes_take_effect(harness):
 @pytest.mark.slow  # 77 s of 2-process run: make test-slow (CI runs it after make test)
 def test_ijepa_ddp_powersgd_bf16_accumulation_from_train_py(tmp_path):
     """I-JEPA from train.py: PowerSGD on several buckets under bf16-mixed with accumulation
-    trains (the loss falls), compresses, and leaves every rank with identical weights."""
+    trains (the loss falls), compresses, and leaves every rank with identical weights, having
+    drawn identical masks at every step."""
     result = run_cli(
         "train.py",
         *TWO_CPU_RANKS,
@@ -132,7 +133,8 @@ def test_ijepa_ddp_powersgd_bf16_accumulation_from_train_py(tmp_path):
     run_dir = tmp_path / "train" / "runs" / "ddp"
     report = json.loads((run_dir / "rank_consistency.json").read_text())
     assert report["world_size"] == 2 and report["consistent"], report
-    assert {"encoder", "target_encoder", "predictor", "online"} <= set(report["checksums"])
+    # "masks": every step's masks, drawn by each rank from the module's step generator.
+    assert {"encoder", "target_encoder", "predictor", "online", "masks"} <= set(report["checksums"])
     # The EMA target moved away from where it started (it would stay there if the EMA never
     # ran), on both ranks alike, and did not become a copy of the online encoder.
     checksums, initial = report["checksums"], report["initial_checksums"]

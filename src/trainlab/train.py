@@ -236,6 +236,7 @@ def train(cfg: DictConfig) -> float | None:
             metrics,
             head={"run dir": run_dir, "best checkpoint": best or "-"},
             tail={
+                **({"pruned after epoch": pruned_at} if pruned_at is not None else {}),
                 "wall time (s)": run["wall_seconds"],
                 **{label: run[key] for key, label in SPEED_ROWS.items() if key in run},
             },

@@ -4,7 +4,8 @@ DDP keeps replicas identical only if every gradient is all-reduced and every ran
 the same update; a skipped all-reduce (static_graph with accumulation, a comm hook that
 never ran) or a rank-local update (an EMA of unsynchronised weights) breaks that silently.
 This compares a float64 checksum of each top-level submodule's state (parameters and
-persistent buffers) across ranks and records it.
+persistent buffers) across ranks and records it; for a module that draws masks, also a
+checksum of every step's masks, which DDP needs equal on every rank.
 """
 
 import json
@@ -22,6 +23,7 @@ class RankConsistency(Callback):
     def __init__(self, filename: str = "rank_consistency.json", atol: float = 0.0):
         self.filename, self.atol = filename, atol
         self.initial: dict[str, float] = {}
+        self.masks = torch.zeros((), dtype=torch.float64)  # weighted sum of drawn indices
 
     @staticmethod
     def _checksums(pl_module) -> dict[str, torch.Tensor]:
@@ -40,8 +42,17 @@ class RankConsistency(Callback):
         self.initial = {n: float(v) for n, v in self._checksums(pl_module).items()}
 
     @torch.no_grad()
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if callable(getattr(pl_module, "masks", None)):  # the masks this step's loss draws
+            drawn = pl_module.masks(len(batch[0]), pl_module.step_generator(batch_idx))
+            step = trainer.global_step + 1
+            self.masks += step * sum(t.double().sum() for t in (drawn.context, drawn.targets))
+
+    @torch.no_grad()
     def on_train_end(self, trainer, pl_module):
         checksums = self._checksums(pl_module)
+        if self.masks:
+            checksums["masks"] = self.masks
         names = list(checksums)
         sums = torch.stack([checksums[n] for n in names]).to(pl_module.device)
         gathered = (

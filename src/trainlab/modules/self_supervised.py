@@ -21,6 +21,7 @@ Conventions the rest of the template relies on:
 
 import lightning as L
 import torch
+from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy
 
 from trainlab.models.masks import step_generator
 from trainlab.models.online_eval import OnlineEvaluator
@@ -88,11 +89,20 @@ class SelfSupervised(L.LightningModule):
         """(target, online) networks: target <- EMA of online after every optimizer step."""
         return []
 
+    def setup(self, stage: str) -> None:
+        # Under FSDP the summary's forward meets sharded parameters next to plain tensors and
+        # fails (FSDP2: "mixed torch.Tensor and DTensor"): no example, no FLOPs column there.
+        if isinstance(self.trainer.strategy, (ModelParallelStrategy, FSDPStrategy)):
+            self.example_input_array = None
+
     # -- steps -----------------------------------------------------------------------------
+    def step_generator(self, batch_idx: int) -> torch.Generator:
+        """This training step's random numbers (masks): the same on every rank."""
+        return step_generator(run_seed(), self.current_epoch, batch_idx)
+
     def training_step(self, batch, batch_idx):
         images, labels = batch
-        g = step_generator(run_seed(), self.current_epoch, batch_idx)
-        loss, features = self.loss(images, g)
+        loss, features = self.loss(images, self.step_generator(batch_idx))
         probe_loss = self.online.training_loss(features, labels)
         # One bank for the whole job: every rank enqueues every rank's features.
         gathered = self.all_gather(features.detach()).reshape(-1, features.shape[-1])
