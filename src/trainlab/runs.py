@@ -26,8 +26,6 @@ from pathlib import Path
 from trainlab.run.console import print_jobs
 from trainlab.run.sweep_summary import read_overrides, swept_keys
 
-# Overrides that name the run rather than describe it: never a column.
-NAMING = ("task_name", "run_name", "resume", "extras.print_config", "optuna_trial")
 STATUSES = ("finished", "pruned", "failed", "stopped", "incomplete")
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "=": operator.eq}
 
@@ -62,11 +60,7 @@ def read_run(run_dir: Path) -> dict:
     run = {
         "run": str(run_dir),
         "status": status(run_dir),
-        "overrides": {
-            k.lstrip("+~"): v
-            for k, v in read_overrides(run_dir).items()
-            if k.lstrip("+~") not in NAMING
-        },
+        "overrides": read_overrides(run_dir),
         "metrics": results.get("metrics", {}),
         "optimized": results.get("optimized_metric") or {},
         "minutes": None,

@@ -13,12 +13,17 @@ from omegaconf import DictConfig, OmegaConf
 
 from trainlab.run.console import print_jobs
 
+# Overrides that name or place a run rather than describe it: never a column.
+NAMING = ("task_name", "run_name", "resume", "extras.print_config", "optuna_trial")
+
 
 def read_overrides(run_dir: Path) -> dict[str, str]:
-    """{key: value} of the run's command-line overrides (``overrides.yaml``), as written."""
+    """{key: value} of the run's command-line overrides (``overrides.yaml``), keys without
+    their ``+``/``~`` prefix, the NAMING ones left out."""
     path = run_dir / "overrides.yaml"
     overrides = list(OmegaConf.load(path)) if path.exists() else []
-    return dict(o.split("=", 1) for o in overrides if "=" in o)
+    pairs = (o.split("=", 1) for o in overrides if "=" in o)
+    return {k.lstrip("+~"): v for k, v in pairs if k.lstrip("+~") not in NAMING}
 
 
 def collect_jobs(sweep_dir: Path) -> list[dict]:
@@ -29,9 +34,7 @@ def collect_jobs(sweep_dir: Path) -> list[dict]:
         jobs.append(
             {
                 "job": job_dir.name,
-                "overrides": {
-                    k: v for k, v in read_overrides(job_dir).items() if k != "optuna_trial"
-                },
+                "overrides": read_overrides(job_dir),
                 "status": "pruned" if "pruned" in results else "finished",
                 "metric": (results.get("optimized_metric") or {}).get("value"),
                 "run_dir": str(job_dir),
