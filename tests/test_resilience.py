@@ -1,6 +1,7 @@
 """Runs survive stops and crashes: exact resume, pre-emption signals, atomic checkpoints,
 non-finite losses, errors, and torchrun restarting killed ranks."""
 
+import csv
 import json
 import os
 import signal
@@ -328,5 +329,65 @@ def test_a_lost_node_is_replaced_and_the_job_ends_as_if_uninterrupted(tmp_path):
             if k.startswith("test/")
         }
         for d in (run_dir, tmp_path / "train" / "runs" / "whole")
+    ]
+    assert test_metrics[0] and test_metrics[0] == test_metrics[1]
+
+
+@pytest.mark.slow  # a 2-task submitit job with a requeue, and its Lightning twin: about 90 s
+def test_submitit_requeue_on_the_slurm_signal_ends_as_if_uninterrupted(tmp_path):
+    """launcher=submitit_local runs launcher=slurm's code (submitit: one process per task, a
+    pickled job, requeue on the pre-emption signal) without SLURM. Both tasks get SIGUSR2
+    after step 5, as SLURM's --signal sends it to every task: they save last.ckpt at the
+    same batch, submitit requeues the job, and it resumes to the losses and test metrics of
+    the same job run by Lightning's own launcher with 2 processes."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    job = [
+        "trainer.devices=2",
+        "trainer.accelerator=cpu",
+        "trainer.max_epochs=2",
+        "trainer.limit_train_batches=8",
+        "trainer.limit_val_batches=2",
+        "trainer.limit_test_batches=2",
+        "trainer.log_every_n_steps=1",
+        "model.encoder.depth=2",
+        "callbacks=[default,step_checkpoints]",
+        "callbacks.step_checkpoints.every_n_train_steps=2",
+        "extras.print_config=false",
+        f"paths.log_dir={tmp_path}",
+    ]
+    env = {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "tests")}  # same threads in both
+    whole = run_cli("train.py", *job, "run_name=whole", cwd=tmp_path, env=env)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    signals = [
+        f"+callbacks.usr2_{rank}.{key}={value}"
+        for rank in (0, 1)
+        for key, value in [
+            ("_target_", "signal_at_step.SignalAtStep"),
+            ("step", 5),
+            ("name", "SIGUSR2"),
+            ("rank", rank),
+        ]
+    ]
+    sweep = tmp_path / "requeued"
+    args = ["-m", "launcher=submitit_local", *job, *signals, f"hydra.sweep.dir={sweep}"]
+    requeued = run_cli("train.py", *args, cwd=tmp_path, env=env, timeout=400)
+    assert requeued.returncode == 0, requeued.stdout[-2000:] + requeued.stderr[-3000:]
+    run_dir = sweep / "0"
+    log = (run_dir / "train.log").read_text()
+    assert log.count("Caught signal SIGUSR2") == 2 and "Requeued job" in log
+    assert f"resuming from {run_dir}/checkpoints/last.ckpt" in log
+    assert not (run_dir / "checkpoints" / "last-v1.ckpt").exists()  # last.ckpt is the last
+    with (run_dir / "csv" / "metrics.csv").open() as f:
+        steps = [row["step"] for row in csv.DictReader(f) if row.get("train/loss_step")]
+    assert len(steps) == len(set(steps)) == 16  # every step logged once, none replayed
+    straight = tmp_path / "train" / "runs" / "whole"
+    assert losses_by_step(run_dir) == losses_by_step(straight)
+    test_metrics = [
+        {
+            k: v
+            for k, v in json.loads((d / "metrics.json").read_text())["metrics"].items()
+            if k.startswith("test/")
+        }
+        for d in (run_dir, straight)
     ]
     assert test_metrics[0] and test_metrics[0] == test_metrics[1]

@@ -22,6 +22,7 @@ from trainlab.callbacks.run_stats import RunStats
 from trainlab.callbacks.seed_each_step import SeedEachStep
 from trainlab.distributed.checks import check_launch
 from trainlab.distributed.launcher import launch_ranks_from_config
+from trainlab.distributed.submitit_ranks import adopt_submitit_local_ranks
 from trainlab.evaluation.checkpoint import print_ratings, rate_checkpoint
 from trainlab.evaluation.protocol import choices
 from trainlab.evaluation.protocol import metrics as protocol_metrics
@@ -79,12 +80,18 @@ def stop_after_signal(trainer: L.Trainer, run_dir: Path) -> None:
             if saver
             else "nothing saved (callbacks.interruption is off)"
         )
+        then = (
+            "submitit requeues the job, which resumes from it with resume=true"
+            if saver and saver.requeues
+            else f"continue with the same command plus run_name={run_dir.name} resume=true"
+        )
         print(
-            f"stopped by {signum.name} at step {trainer.global_step}: {saved}; continue with "
-            f"the same command plus run_name={run_dir.name} resume=true",
+            f"stopped by {signum.name} at step {trainer.global_step}: {saved}; {then}",
             file=sys.stderr,
             flush=True,
         )
+    if saver:
+        saver.requeue()  # under submitit: rank 0 requeues the job and exits here
     raise SystemExit(128 + signum)
 
 
@@ -179,6 +186,7 @@ def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir
 def train(cfg: DictConfig) -> float | None:
     """Fit (and test) the configured model; return ``cfg.optimized_metric`` for sweepers."""
     start = time.monotonic()
+    adopt_submitit_local_ranks()  # before anything asks which rank this is
     adopt_encoder_shape(cfg, rundir.command_line_overrides())  # a probe: its weights' shape
     check_config(cfg)
     refuse_multirun_under_torchrun()

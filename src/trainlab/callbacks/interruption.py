@@ -6,7 +6,10 @@ Lightning calls ``on_exception``; here that saves last.ckpt, which ``resume=true
 continues from. SIGUSR1 (the usual pre-emption notice) is routed to the same path, except
 under SLURM with auto-requeue, where Lightning's own SIGUSR1 handler saves and requeues.
 So is the first Ctrl-C (SIGINT): Lightning would otherwise stop at once, keeping only the
-last epoch's last.ckpt; a second Ctrl-C stops at once, as Python would.
+last epoch's last.ckpt; a second Ctrl-C stops at once, as Python would. So is submitit's
+pre-emption signal (SIGUSR2 under ``launcher=slurm`` and ``hydra/launcher=submitit_local``):
+submitit's own handler would requeue the job at once, before anything is saved; here it
+runs once last.ckpt is written (``requeue``), and the requeued job resumes from it.
 
 Lightning's SIGTERM handler broadcasts from inside the handler, which runs wherever the
 signal lands, possibly inside another collective, and each rank then stops at its own
@@ -20,6 +23,7 @@ whose barrier waits for every rank: when one rank fails alone, it hangs until th
 group times out. Here the failing rank writes its own state without any collective.
 """
 
+import os
 import signal
 from pathlib import Path
 
@@ -40,6 +44,7 @@ class InterruptionCheckpoint(L.Callback):
         self.signal: signal.Signals | None = None  # the signal that stopped the run, if one did
         self._previous: dict[signal.Signals, object] = {}  # handlers to restore at the end
         self._received = False  # a stop signal reached this process, not yet agreed on
+        self._submitit: tuple[signal.Signals, object] | None = None  # its signal and handler
 
     # -- signals ---------------------------------------------------------------------------
     def on_train_start(self, trainer: L.Trainer, pl_module) -> None:
@@ -51,6 +56,16 @@ class InterruptionCheckpoint(L.Callback):
         if not (isinstance(env, SLURMEnvironment) and env.auto_requeue):
             self._previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, self._on_sigusr1)
         self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._on_sigint)
+        if os.environ.get("SUBMITIT_EXECUTOR"):  # a submitit job: its pre-emption signal
+            import submitit
+
+            usr = submitit.JobEnvironment._usr_sig()  # submitit's one reader of that setting
+            self._previous[usr] = signal.signal(usr, self._on_submitit_signal)
+            self._submitit = (usr, self._previous[usr])
+
+    def _on_submitit_signal(self, signum, frame) -> None:
+        self.signal = signal.Signals(signum)
+        self._on_sigterm(signum, frame)
 
     def _on_sigterm(self, signum, frame) -> None:
         self._received = True  # no collective here: see the module docstring
@@ -66,6 +81,18 @@ class InterruptionCheckpoint(L.Callback):
         self.signal = signal.SIGINT
         self._on_sigterm(signal.SIGTERM, frame)
         log.info("Ctrl-C: saving last.ckpt after this batch (Ctrl-C again stops at once)")
+
+    @property
+    def requeues(self) -> bool:
+        """Stopped by submitit's pre-emption signal: submitit requeues the job."""
+        return self._submitit is not None and self.signal == self._submitit[0]
+
+    def requeue(self) -> None:
+        """After the save: hand the signal to submitit's handler, which on rank 0
+        resubmits the job and exits."""
+        if self.requeues:
+            signum, handler = self._submitit
+            handler(signum, None)
 
     def _agree_to_stop(self, trainer: L.Trainer) -> None:
         """Every rank calls this at the same point: stop if a signal reached any rank."""

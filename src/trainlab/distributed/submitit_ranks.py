@@ -1,0 +1,27 @@
+"""The ranks of a job that submitit's local executor started (``hydra/launcher=submitit_local``).
+
+``launcher=slurm`` and ``hydra/launcher=submitit_local`` run the same submitit code: one
+process per task, a pickled job, a pre-emption signal that checkpoints and requeues it.
+Under SLURM, Lightning reads each task's rank from SLURM_PROCID and friends itself. The
+local executor names them in SUBMITIT_LOCAL_* variables, which Lightning does not read,
+so every task would train alone. submitit's own helper exports them as torch's env://
+variables, and Lightning then sees ranks started externally, as under torchrun.
+"""
+
+import os
+
+
+def adopt_submitit_local_ranks() -> None:
+    """Export this task's rank for Lightning when it is one of several local submitit tasks."""
+    if os.environ.get("SUBMITIT_EXECUTOR") != "local" or "LOCAL_RANK" in os.environ:
+        return
+    import submitit
+    from lightning_utilities.core.rank_zero import rank_zero_only
+
+    env = submitit.helpers.TorchDistributedEnvironment()
+    if env.world_size == 1:
+        return  # one task: Lightning starts any further ranks itself
+    # Not CUDA_VISIBLE_DEVICES: Lightning picks the device of LOCAL_RANK among all of them.
+    env.export(set_cuda_visible_devices=False)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"  # one machine: loopback, whatever the hostname
+    rank_zero_only.rank = env.rank  # read from the environment at import, before this ran
