@@ -11,6 +11,7 @@ import optuna
 import pytest
 import torch
 from conftest import ROOT
+from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
 from trainlab.callbacks.optuna_pruning import OptunaPruning
@@ -39,9 +40,9 @@ SWEEP = [
 ]
 
 
-def sweep(tmp_path, wait_for=None):
+def sweep(tmp_path, wait_for=None, extra=()):
     """Run the sweep; with ``wait_for``, SIGKILL it once that path exists."""
-    cmd = [sys.executable, str(ROOT / "train.py"), *SWEEP, f"paths.log_dir={tmp_path}"]
+    cmd = [sys.executable, str(ROOT / "train.py"), *SWEEP, *extra, f"paths.log_dir={tmp_path}"]
     env = {**os.environ, "WANDB_MODE": "offline"}
     proc = subprocess.Popen(
         cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
@@ -85,6 +86,38 @@ def test_a_killed_sweep_continues_its_study_and_marks_pruned_trials(tmp_path):
     runs_main([str(study_dir), "--csv", str(tmp_path / "runs.csv")])
     table = (tmp_path / "runs.csv").read_text()
     assert table.count(",pruned,") == sum(t.state == TrialState.PRUNED for t in done)
+
+
+@pytest.mark.slow  # two trials of 2 CPU ranks each: about 80 s
+def test_every_rank_of_a_trial_trains_with_the_trial_values_and_is_pruned_with_it(tmp_path):
+    """Multirun x DDP under the Optuna sweeper: each trial's child rank runs the trial's own
+    config (its sampled lr), both ranks hold the same weights, and a pruned trial stops on
+    both ranks after the same epoch (rank 0 decides, the other follows)."""
+    ranks = [
+        "trainer.accelerator=cpu",
+        "trainer.devices=2",
+        "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.sampler.seed=0",  # draws lr 0.01, then 0.001
+        "+callbacks.rank_consistency._target_=trainlab.callbacks.rank_consistency.RankConsistency",
+    ]
+    sweep(tmp_path, extra=ranks)
+    (study_dir,) = (tmp_path / "train" / "optuna").iterdir()
+    storage = f"sqlite:///{study_dir / 'optuna.db'}"
+    (summary,) = optuna.get_all_study_summaries(storage)
+    trials = optuna.load_study(study_name=summary.study_name, storage=storage).trials
+    # Both learning rates drawn: one trial pruned, one complete.
+    assert sorted(t.state for t in trials) == [TrialState.COMPLETE, TrialState.PRUNED]
+    for t in trials:
+        job = study_dir / str(t.number)
+        lr = float(t.params["model.optimizer.lr"])
+        assert OmegaConf.load(job / ".rank_config.yaml").model.optimizer.lr == lr
+        report = json.loads((job / "rank_consistency.json").read_text())
+        assert report["world_size"] == 2 and report["consistent"], report
+        pruned = lr < 0.005  # the threshold pruner, as in the test above
+        assert t.state == (TrialState.PRUNED if pruned else TrialState.COMPLETE)
+        results = json.loads((job / "metrics.json").read_text())
+        assert results["run"]["world_size"] == 2
+        assert results.get("pruned") == ({"epoch": 0} if pruned else None)
 
 
 class FixedMetric(L.LightningModule):
