@@ -130,6 +130,26 @@ hands to the all-reduce per optimizer step (trainlab.callbacks.comm_stats); the 
 the mean training loss over the first and the last {comm.LAST} steps.
 
 {comm.table(comm_stats)}
+
+## On a GPU: MFU at ViT-H/14 bf16 (not measured here: this machine has no GPU)
+
+What to measure there: the paper's encoder (ViT-H/14 at 224 px, predictor 12 x 384) in
+bf16-mixed, on FakeData so that loading is not what is timed, 100 optimizer steps with
+`compile=true`:
+
+    python train.py experiment=ijepa data=fake data.image_size=224 data.train_size=16384 \\
+        data.global_batch_size=null data.batch_size=128 data.num_workers=8 \\
+        trainer.max_steps=100 trainer.log_every_n_steps=10 trainer.limit_val_batches=0 \\
+        test=false features.enabled=false compile=true run_name=mfu_h14
+
+The run summary and `metrics.json` (`run`) then hold `train_samples_per_s`,
+`train_tokens_per_s`, `train_tflops_per_s` (FLOPs counted once per shape by
+torch.utils.flop_counter) and `train_mfu`, against the device's bf16 peak from Lightning's
+table of GPUs (`peak_tflops=<TFLOP/s>` for one it does not know).
+Add `trainer.devices=8` for a node; MFU is per device. The same command with
+`trainer.accelerator=cpu trainer.precision=32-true model.encoder.depth=1
+model.predictor.depth=1 data.batch_size=4 trainer.max_steps=3 compile=false` was run here,
+to check that it composes and runs; it says nothing about speed.
 """
     (ROOT / "BENCHMARKS.md").write_text(text)
     print(text)
