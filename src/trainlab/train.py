@@ -183,9 +183,8 @@ def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir
     return metrics, best
 
 
-def train(cfg: DictConfig) -> float | None:
-    """Fit (and test) the configured model; return ``cfg.optimized_metric`` for sweepers."""
-    start = time.monotonic()
+def accept_run(cfg: DictConfig) -> None:
+    """Every check that can refuse the run, before anything is written to its run dir."""
     adopt_submitit_local_ranks()  # before anything asks which rank this is
     adopt_encoder_shape(cfg, rundir.command_line_overrides())  # a probe: its weights' shape
     check_config(cfg)
@@ -198,9 +197,42 @@ def train(cfg: DictConfig) -> float | None:
         rundir.guard(Path(cfg.paths.output_dir), resume=cfg.get("resume", False))
         if cfg.extras.get("print_config"):
             print_config_tree(cfg)
+
+
+def report_run(cfg, trainer, run_dir: Path, metrics: dict, best: str, run: dict, chosen) -> None:
+    """Rank 0's run summary (console table and metrics.json); a pruned trial then raises
+    optuna.TrialPruned, which the sweeper records (hydra_plugins)."""
+    last = run_dir / "checkpoints" / "last.ckpt"
+    pruned_at = pruned_epoch(trainer)
+    name = cfg.get("optimized_metric")
+    report(
+        "run summary",
+        run_dir,
+        metrics,
+        head={"run dir": run_dir, "best checkpoint": best or "-"},
+        tail={
+            **({"pruned after epoch": pruned_at} if pruned_at is not None else {}),
+            "wall time (s)": run["wall_seconds"],
+            **{label: run[key] for key, label in SPEED_ROWS.items() if key in run},
+        },
+        checkpoints={"best": best or None, "last": str(last) if last.exists() else None},
+        run=run,
+        optimized_metric={"name": name, "value": metrics.get(name) if name else None},
+        **({"chosen": chosen} if chosen else {}),
+        **({"pruned": {"epoch": pruned_at}} if pruned_at is not None else {}),
+    )
+    if pruned_at is not None:
+        import optuna
+
+        raise optuna.TrialPruned(f"pruned after epoch {pruned_at}")
+
+
+def train(cfg: DictConfig) -> float | None:
+    """Fit (and test) the configured model; return ``cfg.optimized_metric`` for sweepers."""
+    start = time.monotonic()
+    accept_run(cfg)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
-
     datamodule = hydra.utils.instantiate(cfg.data)
     datamodule.check()  # before the model: a missing data set costs one line, not minutes
     check_launch(cfg)  # before any process starts: devices, precision, strategy, comm hook
@@ -225,40 +257,17 @@ def train(cfg: DictConfig) -> float | None:
         finish_wandb(loggers)
         if launcher is not None:
             launcher.finish()  # children done, process group gone: the next job starts clean
-
+    if not trainer.is_global_zero:
+        return metrics.get(cfg.get("optimized_metric") or "")
     chosen, last = None, run_dir / "checkpoints" / "last.ckpt"
-    pruned_at = pruned_epoch(trainer)
-    rate = cfg.features.enabled and isinstance(model, SelfSupervised) and pruned_at is None
-    if trainer.is_global_zero and rate:
+    if cfg.features.enabled and isinstance(model, SelfSupervised) and pruned_epoch(trainer) is None:
         # last.ckpt: the weights the summary's final val/* monitors describe
         rated = str(last) if last.exists() else best or str(last)
         metrics, chosen = rate_frozen_features(cfg, rated, datamodule, metrics)
-    name = cfg.get("optimized_metric")
-    value = metrics.get(name) if name else None
-    if trainer.is_global_zero:
-        run = {"run_dir": str(run_dir), "wall_seconds": round(time.monotonic() - start, 2)}
-        run |= {**stats.summary(), **facts, "devices": [str(d) for d in devices]}
-        report(
-            "run summary",
-            run_dir,
-            metrics,
-            head={"run dir": run_dir, "best checkpoint": best or "-"},
-            tail={
-                **({"pruned after epoch": pruned_at} if pruned_at is not None else {}),
-                "wall time (s)": run["wall_seconds"],
-                **{label: run[key] for key, label in SPEED_ROWS.items() if key in run},
-            },
-            checkpoints={"best": best or None, "last": str(last) if last.exists() else None},
-            run=run,
-            optimized_metric={"name": name, "value": value},
-            **({"chosen": chosen} if chosen else {}),
-            **({"pruned": {"epoch": pruned_at}} if pruned_at is not None else {}),
-        )
-        if pruned_at is not None:  # the sweeper marks the trial pruned (hydra_plugins)
-            import optuna
-
-            raise optuna.TrialPruned(f"pruned after epoch {pruned_at}")
-    return value
+    run = {"run_dir": str(run_dir), "wall_seconds": round(time.monotonic() - start, 2)}
+    run |= {**stats.summary(), **facts, "devices": [str(d) for d in devices]}
+    report_run(cfg, trainer, run_dir, metrics, best, run, chosen)
+    return metrics.get(cfg.get("optimized_metric") or "")
 
 
 @one_line_hydra_errors
