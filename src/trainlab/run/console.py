@@ -4,6 +4,7 @@ from collections.abc import Mapping, Sequence
 
 import rich
 from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
 from rich.syntax import Syntax
 from rich.table import Table
 from rich.tree import Tree
@@ -45,4 +46,10 @@ def print_jobs(title: str, header: Sequence[str], rows: Sequence[Sequence[object
         table.add_column(name, overflow="fold")
     for row in rows:
         table.add_row(*(_fmt(v) for v in row))
-    rich.print(table)
+    # Wider than the console rather than folded to a letter per line: with many columns
+    # in an 80-column log, folding leaves nothing readable; long lines stay greppable.
+    console = rich.get_console()
+    natural = console.measure(table, options=console.options.update_width(10_000)).maximum
+    if natural > console.width:
+        console = Console(width=natural)
+    console.print(table)
