@@ -39,6 +39,8 @@ def runs(tmp_path):
     make_run(tmp_path, "d", ["seed=0", "model.lr=0.4"], log="epoch 1", last_ckpt=True)
     make_run(tmp_path, "e", ["seed=0", "model.lr=0.5"])
     make_run(tmp_path, "f", ["seed=0", "model.lr=0.6"], {"val/acc": 0.1}, pruned=True)
+    resumed = "Traceback (most recent call last):\n[rank 0] resuming from last.ckpt\nepoch 2"
+    make_run(tmp_path, "g", ["seed=0", "model.lr=0.7"], log=resumed, last_ckpt=True)
     return tmp_path
 
 
@@ -58,6 +60,7 @@ def test_status_overrides_and_checkpoint_of_each_run(runs, tmp_path):
         "d": "stopped",
         "e": "incomplete",
         "f": "pruned",
+        "g": "stopped",  # failed once, resumed, stopped since
     }
     # Only the override that differs is a column; run_name names the run, seed is the same.
     assert "model.lr" in table["a"] and "seed" not in table["a"] and "run_name" not in table["a"]
@@ -73,7 +76,7 @@ def test_sort_and_filter_by_a_metric(runs, tmp_path):
     main([str(runs), "--where", "val/acc>0.6", "--csv", str(tmp_path / "w.csv")])
     assert [r["run"].split("/")[-1] for r in rows(tmp_path / "w.csv")] == ["b"]
     main([str(runs), "--status", "failed", "stopped", "--csv", str(tmp_path / "f.csv")])
-    assert sorted(r["status"] for r in rows(tmp_path / "f.csv")) == ["failed", "stopped"]
+    assert sorted(r["status"] for r in rows(tmp_path / "f.csv")) == ["failed", "stopped", "stopped"]
 
 
 @pytest.mark.parametrize(

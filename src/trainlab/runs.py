@@ -36,6 +36,9 @@ def fail(message: str):
     sys.exit(2)
 
 
+RESUMED = "resuming from "  # what train.py logs when resume=true finds a checkpoint
+
+
 def status(run_dir: Path) -> str:
     if (run_dir / "metrics.json").is_file():
         return (
@@ -44,7 +47,9 @@ def status(run_dir: Path) -> str:
             else "finished"
         )
     log = run_dir / "train.log"
-    if log.is_file() and "Traceback (most recent call last)" in log.read_text(errors="replace"):
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    attempt = text[max(text.rfind(RESUMED), 0) :]  # a failure that a resume followed is past
+    if "Traceback (most recent call last)" in attempt:
         return "failed"
     if (run_dir / "checkpoints" / "last.ckpt").is_file():
         return "stopped"
