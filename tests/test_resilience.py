@@ -40,6 +40,21 @@ SHORT = [
 ]
 
 
+# The jobs of the 2-rank tests: 2 epochs of 8 steps, a step checkpoint every 2 steps.
+TWO_RANK_JOB = [
+    "trainer.accelerator=cpu",
+    "trainer.max_epochs=2",
+    "trainer.limit_train_batches=8",
+    "trainer.limit_val_batches=2",
+    "trainer.limit_test_batches=2",
+    "trainer.log_every_n_steps=1",
+    "model.encoder.depth=2",
+    "callbacks=[default,step_checkpoints]",
+    "callbacks.step_checkpoints.every_n_train_steps=2",
+    "extras.print_config=false",
+]
+
+
 def losses_by_step(run_dir: Path, key: str = "train/loss_step") -> dict[int, str]:
     """The logged values as written (exact strings); a step logged twice keeps its last value."""
     import csv
@@ -286,20 +301,7 @@ def test_a_lost_node_is_replaced_and_the_job_ends_as_if_uninterrupted(tmp_path):
     agent takes its place, as a scheduler would start a replacement node. Node 0's agent
     restarts its worker, both resume from the newest step checkpoint, and the logged losses
     and test metrics equal those of the same job run on 2 nodes without a loss."""
-    job = [
-        "trainer.accelerator=cpu",
-        "trainer.max_epochs=2",
-        "trainer.limit_train_batches=8",
-        "trainer.limit_val_batches=2",
-        "trainer.limit_test_batches=2",
-        "trainer.log_every_n_steps=1",
-        "model.encoder.depth=2",
-        "callbacks=[default,step_checkpoints]",
-        "callbacks.step_checkpoints.every_n_train_steps=2",
-        "extras.print_config=false",
-        "resume=true",
-        f"paths.log_dir={tmp_path}",
-    ]
+    job = [*TWO_RANK_JOB, "resume=true", f"paths.log_dir={tmp_path}"]
     run_torchrun_nodes([*job, "run_name=whole"], nodes=2, procs_per_node=1)
     lost = [*job, "run_name=lost"]
     port = free_port()
@@ -341,20 +343,7 @@ def test_submitit_requeue_on_the_slurm_signal_ends_as_if_uninterrupted(tmp_path)
     same batch, submitit requeues the job, and it resumes to the losses and test metrics of
     the same job run by Lightning's own launcher with 2 processes."""
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
-    job = [
-        "trainer.devices=2",
-        "trainer.accelerator=cpu",
-        "trainer.max_epochs=2",
-        "trainer.limit_train_batches=8",
-        "trainer.limit_val_batches=2",
-        "trainer.limit_test_batches=2",
-        "trainer.log_every_n_steps=1",
-        "model.encoder.depth=2",
-        "callbacks=[default,step_checkpoints]",
-        "callbacks.step_checkpoints.every_n_train_steps=2",
-        "extras.print_config=false",
-        f"paths.log_dir={tmp_path}",
-    ]
+    job = [*TWO_RANK_JOB, "trainer.devices=2", f"paths.log_dir={tmp_path}"]
     env = {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "tests")}  # same threads in both
     whole = run_cli("train.py", *job, "run_name=whole", cwd=tmp_path, env=env)
     assert whole.returncode == 0, whole.stderr[-3000:]
