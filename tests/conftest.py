@@ -1,5 +1,6 @@
 """Shared fixtures: compose configs the way train.py does, run the CLIs in or out of process."""
 
+import contextlib
 import csv
 import os
 import socket
@@ -126,3 +127,17 @@ def logged_series(run_dir: Path, key: str) -> list[float]:
     (path,) = run_dir.rglob("metrics.csv")
     with path.open() as f:
         return [float(row[key]) for row in csv.DictReader(f) if row.get(key)]
+
+
+@contextlib.contextmanager
+def small_disk(path: Path, size: str = "8m"):
+    """A tmpfs of ``size`` mounted at ``path``: a disk that fills up, or, remounted with
+    ``mount -o remount,ro``, a read-only one. Skips where this user may not mount."""
+    path.mkdir(parents=True, exist_ok=True)
+    mount = ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)]
+    if subprocess.run(mount, capture_output=True).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root and mount rights")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True)

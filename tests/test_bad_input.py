@@ -1,8 +1,10 @@
 """Each bad input exits non-zero with one clear line, and overwrites nothing."""
 
+import subprocess
+
 import numpy as np
 import pytest
-from conftest import FAST, run_in_process
+from conftest import FAST, run_in_process, small_disk
 from PIL import Image
 
 import trainlab.eval
@@ -309,6 +311,37 @@ def test_existing_run_dir_is_never_overwritten(tmp_path, monkeypatch, capfd):
     assert code == 2
     assert_one_clear_line(err, "model.encoder.depth=1 (run: 4)", "seed=3 (run: 42)", "run_name")
     assert files_and_bytes(run_dir) == before
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_partial_checkpoint(tmp_path, monkeypatch, capfd):
+    """The first checkpoint (about 19 MB) does not fit on an 8 MB disk: one line naming the
+    path and the fix, not the follow-on failure of the on_exception save; no temporary file
+    is left behind."""
+    with small_disk(tmp_path / "logs", "8m"):
+        code, err = run_train(tmp_path, monkeypatch, capfd, "run_name=full")
+        assert code == 2
+        assert_one_clear_line(err, "No space left on device", "paths.log_dir")
+        assert "on_exception" not in err  # the first failure is named, not the follow-on
+        checkpoints = tmp_path / "logs" / "train" / "runs" / "full" / "checkpoints"
+        assert list(checkpoints.iterdir()) == []
+
+
+def test_a_read_only_disk_or_run_dir_is_one_line_and_changes_nothing(tmp_path, monkeypatch, capfd):
+    """A new run on a read-only disk (Hydra cannot make its dir), and resume=true of a run
+    whose disk turned read-only: one line each, and the run's files are bytewise the same."""
+    with small_disk(tmp_path / "logs", "64m") as disk:
+        assert run_train(tmp_path, monkeypatch, capfd, "run_name=mine")[0] == 0
+        run_dir = disk / "train" / "runs" / "mine"
+        before = files_and_bytes(run_dir)
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        code, err = run_train(tmp_path, monkeypatch, capfd, "run_name=new")
+        assert code == 2
+        assert_one_clear_line(err, "Read-only file system", str(disk / "train" / "runs"))
+        resume = ("run_name=mine", "resume=true", "trainer.max_epochs=2")
+        code, err = run_train(tmp_path, monkeypatch, capfd, *resume)
+        assert code == 2
+        assert_one_clear_line(err, "Read-only file system", str(run_dir))
+        assert files_and_bytes(run_dir) == before
 
 
 @pytest.mark.parametrize("value", ["bf17-mixed"])

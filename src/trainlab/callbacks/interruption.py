@@ -145,5 +145,9 @@ class InterruptionCheckpoint(L.Callback):
         )
         # dump_checkpoint gathers nothing across ranks under DDP (each holds the full state).
         checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
-        trainer.strategy.checkpoint_io.save_checkpoint(checkpoint, path)
+        try:
+            trainer.strategy.checkpoint_io.save_checkpoint(checkpoint, path)
+        except OSError as error:  # a full disk: the error that stopped the run is the news
+            log.warning(f"could not save the state at the error to {path}: {error}")
+            return
         log.info(f"saved the state at the error to {path}")

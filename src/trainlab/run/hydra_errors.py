@@ -3,7 +3,8 @@
 Hydra prints these as 7-22 lines (the config search path, every option on its own line)
 and exits 1. Here they become the bad name, the nearest valid names and how to list them.
 Hydra re-raises instead of printing when ``HYDRA_FULL_ERROR`` is set, which is how they
-are caught; a user who sets it themselves gets Hydra's full report as before.
+are caught; a user who sets it themselves gets Hydra's full report as before. A disk that
+refuses the run dir Hydra makes (read-only, full) is one line too.
 """
 
 import difflib
@@ -20,7 +21,7 @@ from hydra.errors import (
 )
 from omegaconf import Container
 
-from trainlab.utils.errors import UserError
+from trainlab.utils.errors import UserError, storage_error
 
 
 def _nearest(name: str, names) -> str:
@@ -68,6 +69,11 @@ def one_line_hydra_errors(main: Callable) -> Callable:
             script = os.path.basename(sys.argv[0]) or "train.py"
             print(f"error: {describe(error, script)}", file=sys.stderr, flush=True)
             sys.exit(UserError.exit_code)
+        except OSError as error:  # Hydra makes the run dir before the task starts
+            if (disk := storage_error(error)) is None:
+                raise
+            print(f"error: {disk}", file=sys.stderr, flush=True)
+            sys.exit(disk.exit_code)
         finally:
             os.environ.pop("HYDRA_FULL_ERROR", None)
 

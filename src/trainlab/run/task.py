@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 
 from trainlab.run.run_dir import close_run_log, remove_if_empty
-from trainlab.utils.errors import ConfigError, UserError, one_line
+from trainlab.utils.errors import ConfigError, UserError, one_line, storage_error
 
 
 def _user_error(e: BaseException | None) -> UserError | None:
@@ -30,6 +30,8 @@ def _user_error(e: BaseException | None) -> UserError | None:
             return e
         if isinstance(e, MissingMandatoryValue):  # its message hides the key: name it
             return ConfigError(f"{e.full_key} is not set: add {e.full_key}=<value> to the command")
+        if (disk := storage_error(e)) is not None:
+            return disk
         e = e.__cause__ or e.__context__
     return None
 

@@ -1,5 +1,7 @@
 """Errors a user can fix. The entry points print them as one line and exit non-zero."""
 
+import errno
+
 
 class UserError(Exception):
     """Something in the user's config, data or command line is wrong; the message says how to fix it."""
@@ -13,6 +15,25 @@ class ConfigError(UserError):
 
 class DataError(UserError):
     """A dataset is missing, empty or unreadable."""
+
+
+class StorageError(UserError):
+    """The disk refuses a write: full, over quota, read-only or not permitted."""
+
+
+# The errors of a disk, not of the program: what the user must change is where runs go.
+STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def storage_error(e: BaseException) -> StorageError | None:
+    """A StorageError naming the path and the fix, when e is a disk refusing a write."""
+    if not isinstance(e, OSError) or e.errno not in STORAGE_ERRNOS:
+        return None
+    path = e.filename2 or e.filename or "the run dir"  # filename2: the target of a move
+    return StorageError(
+        f"cannot write {path}: {e.strerror}; free space there or make it writable, or set "
+        "paths.log_dir to another disk (runs and checkpoints already there are unchanged)"
+    )
 
 
 def one_line(exc: BaseException) -> str:
