@@ -4,6 +4,7 @@ import logging
 import struct
 
 import numpy as np
+import pytest
 import torch
 from test_bad_input import make_image_folder
 
@@ -24,7 +25,8 @@ def test_digits_splits_are_disjoint_complete_and_seeded():
     sizes = [len(dm.train_set), len(dm.val_set), len(dm.test_set)]
     assert sum(sizes) == 1797 and min(sizes) > 100
     x, y = next(iter(dm.train_dataloader()))
-    assert x.shape == (16, 1, 32, 32) and x.dtype == torch.float32 and y.max() < 10
+    assert x.shape == (16, 1, 32, 32) and x.dtype == torch.uint8 and y.max() < 10
+    assert dm.on_after_batch_transfer((x, y), 0)[0].dtype == torch.float32
     # Same seed, same split: eval.py sees the test set train.py tested on.
     again = DigitsDataModule(image_size=32, seed=0)
     again.setup()
@@ -33,6 +35,31 @@ def test_digits_splits_are_disjoint_complete_and_seeded():
     other.setup()
     assert torch.equal(other.test_set[5][0], dm.test_set[5][0])  # test split fixed
     assert _indices(other.val_set) != _indices(dm.val_set)  # val split follows data.seed
+
+
+@pytest.mark.parametrize("kind", ["digits", "image folder"])
+def test_uint8_batches_normalised_after_the_transfer_equal_float_batches(tmp_path, kind):
+    """Training batches leave the workers as uint8 and are normalised where Lightning
+    calls on_after_batch_transfer: to the bit what normalising each image in the workers
+    gives, with random crops, for gray and RGB statistics."""
+
+    def first_batch(uint8_batches: bool):
+        common = dict(image_size=16, batch_size=6, crop_scale=(0.3, 1.0), hflip=True)
+        if kind == "digits":
+            dm = DigitsDataModule(uint8_batches=uint8_batches, **common)
+        else:
+            root = make_image_folder(tmp_path, per_class=3)
+            rgb = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+            dm = ImageFolderDataModule(
+                root=str(root), num_classes=2, uint8_batches=uint8_batches, **rgb, **common
+            )
+        dm.setup()
+        batch = next(iter(dm.train_dataloader()))
+        return batch[0].dtype, dm.on_after_batch_transfer(batch, 0)
+
+    (raw_u8, (x_u8, y_u8)), (raw_f, (x_f, y_f)) = first_batch(True), first_batch(False)
+    assert raw_u8 == torch.uint8 and raw_f == x_u8.dtype == torch.float32
+    assert torch.equal(x_u8, x_f) and torch.equal(y_u8, y_f)
 
 
 def test_image_folder_skips_stray_files_and_says_so(tmp_path, caplog):

@@ -100,7 +100,8 @@ def test_no_weight_decay_on_biases_and_norms_and_probe_unscheduled(tmp_path):
 def test_loss_gradients_reach_encoder_and_predictor_but_not_the_target(tmp_path):
     model, data = tiny_ijepa(tmp_path)
     data.setup()
-    images, labels = next(iter(data.train_dataloader()))
+    # as Lightning delivers it: uint8 from the loader, normalised after the transfer
+    images, labels = data.on_after_batch_transfer(next(iter(data.train_dataloader())), 0)
     from trainlab.models.masks import step_generator
 
     loss, features = model.loss(images, step_generator(0, 0, 0))
@@ -247,7 +248,7 @@ def test_var_cov_adds_its_weighted_term_to_the_loss(tmp_path):
 
     model, data = tiny_ijepa(tmp_path, "model.var_cov=1.0")
     data.setup()
-    images = next(iter(data.train_dataloader()))[0]
+    images = data.on_after_batch_transfer(next(iter(data.train_dataloader())), 0)[0]
     with torch.no_grad():
         with_term = model.loss(images, step_generator(0, 0, 0))[0]
         model.hparams.var_cov = 0.0  # same weights, masks and images: only the term differs

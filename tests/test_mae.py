@@ -30,7 +30,7 @@ def test_mae_loss_trains_encoder_and_decoder(tmp_path):
     model = hydra.utils.instantiate(cfg.model)
     data = hydra.utils.instantiate(cfg.data)
     data.setup()
-    images, _ = next(iter(data.train_dataloader()))
+    images, _ = data.on_after_batch_transfer(next(iter(data.train_dataloader())), 0)
     optimizer = torch.optim.AdamW(
         [p for n in ("encoder", "decoder") for p in getattr(model, n).parameters()], lr=1e-3
     )
