@@ -184,6 +184,14 @@ def table(dataset: str, seeds: list[int], frozen: list[dict], trained: list[dict
     return lines
 
 
+def previous_sections(path: Path) -> dict[str, list[str]]:
+    """The file's ``## <dataset>: ...`` sections as they stand, by data set."""
+    if not path.exists():
+        return {}
+    parts = path.read_text().rstrip("\n").split("\n## ")[1:]
+    return {part.split(":", 1)[0]: ("## " + part.rstrip("\n")).split("\n") for part in parts}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="*", default=list(RECIPES))
@@ -197,8 +205,11 @@ def main() -> None:
         f"torch {torch.__version__}, no GPU. Test split; mean ± std over seeds "
         f"{', '.join(map(str, args.seeds))}. Frozen rows: the protocol of `eval.py mode=features` "
         "(linear grid chosen on val, DINO kNN k=20). Trained rows: test/acc of train.py "
-        f"(supervised_vit / finetune, epochs by label fraction {EPOCHS}).",
+        f"(supervised_vit / finetune, epochs by label fraction {EPOCHS}). A data set left "
+        "out of --datasets keeps its section from the file's previous version, date and all.",
     ]
+    out = ROOT / "results" / "ijepa_results.md"
+    sections = previous_sections(out)
     for dataset in args.datasets:
         frozen, trained, monitors, minutes = [], [], [], []
         for seed in args.seeds:
@@ -229,10 +240,9 @@ def main() -> None:
                     probe["metrics"]["test/acc"],
                 )
             )
-        text += [
-            "",
+        sections[dataset] = [
             f"## {dataset}: `python train.py experiment={RECIPES[dataset]}`, "
-            f"pre-training {fmt(minutes)} min",
+            f"pre-training {fmt(minutes)} min ({datetime.date.today()})",
             "",
             *table(dataset, args.seeds, frozen, trained),
             "",
@@ -247,7 +257,8 @@ def main() -> None:
                 for s, row in zip(args.seeds, monitors, strict=True)
             ),
         ]
-    out = ROOT / "results" / "ijepa_results.md"
+    for dataset in RECIPES:
+        text += ["", *sections.get(dataset, [])] if dataset in sections else []
     out.write_text("\n".join(text) + "\n")
     print("\n".join(text))
 
