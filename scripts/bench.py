@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from trainlab.bench import comm, cpu_model, masks, memory, startup, step, stream
+from trainlab.bench import collation, comm, cpu_model, masks, memory, startup, step, stream
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,6 +68,7 @@ def main():
     startup_times = startup.bench()
     memory_use = memory.bench(make_ijepa, images)
     stream_rates = stream.bench()
+    collation_rates = collation.bench()
     comm_stats = comm.bench()  # last: its 2-process runs would disturb the timings above
     text = f"""# Benchmarks
 
@@ -120,6 +121,16 @@ Same model and batch, one training step on {memory_use["device"]}: {memory_use["
 Images/s delivered to the training loop by trainlab's data modules.
 
 {stream.table(stream_rates)}
+
+## Collation: uint8 training batches vs float32, at ViT-Small/224 (trainlab/bench/collation.py)
+
+{collation_rates["images"]} JPEGs (as above) through data=imagefolder's training loader, 224 px random-resized
+crops, batch {collation_rates["batch"]}, {collation_rates["workers"]} workers, one epoch per measurement, normalisation included
+(in the workers for float32; after the batch leaves the loader for uint8, where Lightning's
+`on_after_batch_transfer` does it in a run). Then trainlab's eager I-JEPA step at
+ViT-Small/16, 224 px (batch 8) on the same machine: the rate the loader has to keep up with.
+
+{collation.table(collation_rates)}
 
 ## DDP comm hooks: bytes per step and loss (trainlab/bench/comm.py)
 
