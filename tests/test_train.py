@@ -287,3 +287,27 @@ def test_compile_trains_and_keeps_checkpoint_keys(tmp_path):
     ckpt = tmp_path / "train" / "runs" / "compiled" / "checkpoints" / "last.ckpt"
     keys = torch.load(ckpt, weights_only=True)["state_dict"]
     assert keys and not any("_orig_mod" in k for k in keys)
+
+
+def test_the_progress_line_ends_at_max_steps_when_they_stop_the_run_first(capsys):
+    """With max_steps before max_epochs, the plain progress line counts steps and its ETA
+    reaches 0 at the last step, instead of promising the remaining 299 epochs."""
+    import lightning as L
+    from lightning.pytorch.demos.boring_classes import BoringModel
+
+    from trainlab.callbacks.progress import LineProgressBar
+
+    trainer = L.Trainer(
+        max_epochs=300,
+        max_steps=4,
+        limit_val_batches=0,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        callbacks=[LineProgressBar(lines_per_epoch=64)],  # a line after every batch
+    )
+    trainer.fit(BoringModel())
+    last = [line for line in capsys.readouterr().out.splitlines() if line.startswith("epoch")][-1]
+    assert last.startswith("epoch 1/300 | batch 4/") and "| step 4/4 |" in last
+    assert last.endswith("ETA 0m00s"), last

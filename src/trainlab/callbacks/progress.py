@@ -48,9 +48,15 @@ class LineProgressBar(ProgressBar):
         metrics.pop("v_num", None)
         line += [f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()]
         line.append(f"elapsed {_duration(elapsed)}")
+        # The share of the run done, by whichever limit ends it first: epochs or max_steps.
+        fractions = []
         if max_epochs and total not in (0, float("inf")):
-            fraction = (trainer.current_epoch + done / total) / max_epochs
-            line.append(f"ETA {_duration(elapsed / fraction - elapsed)}")
+            fractions.append((trainer.current_epoch + done / total) / max_epochs)
+        if trainer.max_steps and trainer.max_steps > 0:
+            line.insert(2, f"step {trainer.global_step}/{trainer.max_steps}")
+            fractions.append(trainer.global_step / trainer.max_steps)
+        if fractions and max(fractions) > 0:
+            line.append(f"ETA {_duration(elapsed / max(fractions) - elapsed)}")
         print(" | ".join(line), flush=True)
 
 

@@ -63,9 +63,20 @@ KNOWN_NOISE = [
 ]
 
 
+class _NoAdvert(logging.Filter):
+    """Lightning's info line advertising its cloud logger on every Trainer: not about the run."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "litlogger" not in record.getMessage()
+
+
 def run_task(task: Callable[[DictConfig], object], cfg: DictConfig):
-    for pattern in KNOWN_NOISE if cfg.get("extras", {}).get("ignore_known_warnings", True) else []:
-        warnings.filterwarnings("ignore", message=pattern)
+    if cfg.get("extras", {}).get("ignore_known_warnings", True):
+        for pattern in KNOWN_NOISE:
+            warnings.filterwarnings("ignore", message=pattern)
+        lightning_info = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+        if not any(isinstance(f, _NoAdvert) for f in lightning_info.filters):  # once a process
+            lightning_info.addFilter(_NoAdvert())
     try:
         return task(cfg)
     except Exception as e:
