@@ -199,7 +199,9 @@ def accept_run(cfg: DictConfig) -> None:
             print_config_tree(cfg)
 
 
-def report_run(cfg, trainer, run_dir: Path, metrics: dict, best: str, run: dict, chosen) -> None:
+def report_run(
+    cfg: DictConfig, trainer: L.Trainer, run_dir: Path, metrics: dict, best: str, run: dict, chosen
+) -> None:
     """Rank 0's run summary (console table and metrics.json); a pruned trial then raises
     optuna.TrialPruned, which the sweeper records (hydra_plugins)."""
     last = run_dir / "checkpoints" / "last.ckpt"

@@ -18,11 +18,12 @@ class DataError(UserError):
 
 
 class StorageError(UserError):
-    """The disk refuses a write: full, over quota, read-only or not permitted."""
+    """The disk refuses a write: full, over quota or read-only."""
 
 
 # The errors of a disk, not of the program: what the user must change is where runs go.
-STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+# Not EACCES/EPERM: those also come from reading data, where "cannot write" would mislead.
+STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 
 
 def storage_error(e: BaseException) -> StorageError | None:
