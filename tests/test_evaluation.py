@@ -10,7 +10,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from test_bad_input import make_image_folder
 
-from trainlab.evaluation.linear_grid import linear_grid
+from trainlab.evaluation.linear_grid import linear_grid, train_heads
 from trainlab.evaluation.protocol import knn_choice
 
 SIZES = {"train": 600, "val": 200, "test": 300}
@@ -88,6 +88,22 @@ KEYS = [
     "baseline/random_linear_acc",
     "baseline/random_knn_acc",
 ]
+
+
+def test_a_grid_point_is_the_same_fit_alone_or_among_the_others():
+    """Each weight decay is its own L-BFGS problem: the online probe fits one grid point and
+    must get the protocol's head. (Fitted as one summed problem, the heads shared L-BFGS's
+    line search and history, and the 1e-6 head on real features moved by 7 points.)"""
+    labels = labelled()
+    g = torch.Generator().manual_seed(3)
+    signal = lambda s: torch.nn.functional.one_hot(labels[s], 10).float()  # noqa: E731
+    x = torch.cat([signal("train"), torch.randn(SIZES["train"], 100, generator=g)], dim=1)
+    x = x + 1.5 * torch.randn(x.shape, generator=g)
+    grid = train_heads(x, labels["train"], 10, (1e-5, 1e-3, 1e-1), max_iter=30)
+    alone = train_heads(x, labels["train"], 10, (1e-3,), max_iter=30)
+    assert torch.allclose(grid.weight[1], alone.weight[0], atol=1e-5)
+    assert torch.allclose(grid.bias[1], alone.bias[0], atol=1e-5)
+    assert not torch.allclose(grid.weight[0], grid.weight[2], atol=1e-3)  # wd does matter
 
 
 def test_eval_features_rates_a_trainlab_checkpoint_against_its_baselines(
