@@ -314,7 +314,7 @@ def test_existing_run_dir_is_never_overwritten(tmp_path, monkeypatch, capfd):
 
 
 def test_a_full_disk_is_one_line_and_leaves_no_partial_checkpoint(tmp_path, monkeypatch, capfd):
-    """The first checkpoint (about 19 MB) does not fit on an 8 MB disk: one line naming the
+    """The first checkpoint (about 37 MB) does not fit on an 8 MB disk: one line naming the
     path and the fix, not the follow-on failure of the on_exception save; no temporary file
     is left behind."""
     with small_disk(tmp_path / "logs", "8m"):
@@ -329,7 +329,7 @@ def test_a_full_disk_is_one_line_and_leaves_no_partial_checkpoint(tmp_path, monk
 def test_a_read_only_disk_or_run_dir_is_one_line_and_changes_nothing(tmp_path, monkeypatch, capfd):
     """A new run on a read-only disk (Hydra cannot make its dir), and resume=true of a run
     whose disk turned read-only: one line each, and the run's files are bytewise the same."""
-    with small_disk(tmp_path / "logs", "64m") as disk:
+    with small_disk(tmp_path / "logs", "128m") as disk:  # two 37 MB checkpoints
         assert run_train(tmp_path, monkeypatch, capfd, "run_name=mine")[0] == 0
         run_dir = disk / "train" / "runs" / "mine"
         before = files_and_bytes(run_dir)

@@ -16,10 +16,10 @@ def test_global_batch_splits_over_devices_nodes_and_accumulation():
 @pytest.mark.parametrize("rule, factor", [("none", 1.0), ("linear", 4.0), ("sqrt", 2.0)])
 def test_lr_scaling_rules_multiply_every_named_rate(cfg_factory, rule, factor):
     cfg = cfg_factory(f"lr_scaling.rule={rule}", "lr_scaling.reference_batch=64")
-    ijepa_lr, probe_lr = list(cfg.model.lr), cfg.model.probe_lr
+    ijepa_lr, peak = list(cfg.model.lr), cfg.model.optimizer.lr
     assert scale_learning_rates(cfg, global_batch_size=256) == factor
     assert list(cfg.model.lr) == pytest.approx([v * factor for v in ijepa_lr])
-    assert cfg.model.probe_lr == pytest.approx(probe_lr * factor)
+    assert cfg.model.optimizer.lr == pytest.approx(peak * factor)
     assert cfg.model.lr[1] == pytest.approx(cfg.model.optimizer.lr)  # peak scaled once
 
     classifier = cfg_factory("experiment=digits_classifier", f"lr_scaling.rule={rule}")

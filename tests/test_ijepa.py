@@ -82,7 +82,24 @@ def test_target_encoder_is_the_ema_of_the_encoder(tmp_path):
         assert torch.allclose(t1, 0.9 * t0 + 0.1 * e, atol=1e-6)
 
 
-def test_no_weight_decay_on_biases_and_norms_and_probe_unscheduled(tmp_path):
+def test_the_online_monitors_read_the_protocols_last4_view(tmp_path):
+    """What the monitors see is what eval.py mode=features rates (its ``last4`` view of the
+    target encoder), so their numbers can agree; the loss is the paper's on the same forward."""
+    from trainlab.evaluation.features import encoder_views
+    from trainlab.models.masks import step_generator
+
+    model, data = tiny_ijepa(tmp_path, "model.encoder.depth=4")
+    data.setup("fit")
+    images, _ = next(iter(data.val_dataloader()))
+    model.eval()
+    with torch.no_grad():
+        _, features = model.loss(images, step_generator(0, -1, 0))
+        expected = encoder_views(model.target_encoder)(images)["last4"]
+    assert features.shape == (len(images), 4 * model.encoder.embed_dim)
+    assert torch.allclose(features, expected, atol=1e-5)
+
+
+def test_no_weight_decay_on_biases_and_norms(tmp_path):
     model, _ = tiny_ijepa(tmp_path)
     optimizer = model.configure_optimizers()
     by_name = {g["name"]: g for g in optimizer.param_groups}
@@ -90,7 +107,6 @@ def test_no_weight_decay_on_biases_and_norms_and_probe_unscheduled(tmp_path):
         assert by_name[name]["weight_decay"] == 0.0
         assert all(p.ndim <= 1 for p in by_name[name]["params"])
     assert all(p.ndim > 1 for p in by_name["encoder/decay"]["params"])
-    assert not by_name["probe"]["scheduled"]
     encoder_ids = {id(p) for p in model.encoder.parameters() if p.requires_grad}
     grouped = {id(p) for g in optimizer.param_groups for p in g["params"]}
     assert encoder_ids <= grouped
@@ -189,11 +205,16 @@ def test_run_stats_rates_are_work_over_time():
 
 TRACE = Path(__file__).parent / "fixtures" / "default_job_trace.json"
 TRACE_KEYS = ("train/loss_step", "val/loss", "val/probe_acc", "val/knn_acc", "val/rankme")
+MONITOR_TOLERANCES = {
+    "val/rankme": {"rel": 1e-5},
+    "val/probe_acc": {"abs": 0.03},  # a flipped prediction or two among the 2 val batches
+    "val/knn_acc": {"abs": 0.03},
+}
 
 
 def test_default_job_trace_is_bitwise_unchanged(tmp_path):
-    """The default job's per-step losses and online monitors, exactly as recorded before the
-    self-supervised base module existed: refactors must not change I-JEPA's numbers. An
+    """The default job's per-step losses exactly (and its online monitors within tolerances)
+    as recorded: refactors must not change I-JEPA's numbers. An
     intended change re-records with TRAINLAB_RECORD_TRACE=1 (and says why in its commit).
     Bits depend on the machine: the thread count changes the order of float sums (the test
     pins it) and another CPU type or torch version may pick other kernels (the test skips
@@ -211,8 +232,14 @@ def test_default_job_trace_is_bitwise_unchanged(tmp_path):
         torch.set_num_threads(threads)
     if record:
         TRACE.write_text(json.dumps(trace, indent=1) + "\n")
-    else:
-        assert trace == recorded
+        return
+    # The losses are the contract and stay bitwise. The monitors come from an SVD (RankMe)
+    # and a 300-step L-BFGS fit (the probe): LAPACK picks kernels by CPU generation, which
+    # "AMD EPYC" does not name, and moved RankMe's last bit in CI. They get tolerances.
+    for key, tolerance in MONITOR_TOLERANCES.items():
+        got, want = ([float.fromhex(x) for x in t.pop(key)] for t in (trace, recorded))
+        assert got == pytest.approx(want, **tolerance), key
+    assert trace == recorded
 
 
 def default_job_trace(tmp_path) -> dict[str, list[str]]:

@@ -222,7 +222,8 @@ def test_multirun_makes_one_run_dir_per_job_and_a_summary(tmp_path):
 
 
 def test_ijepa_eval_reproduces_the_online_evaluation(tmp_path):
-    """eval.py restores the probe and the kNN bank from the checkpoint: same test metrics."""
+    """eval.py restores the kNN bank from the checkpoint (and refits the probe on it): same
+    test metrics."""
     train_cfg = compose_cfg(
         tmp_path / "t", [o for o in FAST if "limit_test" not in o] + ["model.encoder.depth=2"]
     )

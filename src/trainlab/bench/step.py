@@ -2,7 +2,8 @@
 a reference-style bare loop (how the official code runs its step), trainlab's step in a
 bare loop and through Lightning, and trainlab's step with fused AdamW, torch.compile or
 bf16 autocast. Every variant does the same work per step: masks, target forward, context
-forward, predictor, loss, online probe, AdamW with the per-step schedules, EMA update.
+forward, predictor, loss, AdamW with the per-step schedules, EMA update (through Lightning,
+also the monitors' feature bank).
 """
 
 import statistics
@@ -80,8 +81,7 @@ def loop_rate(
     bf16=False,
 ) -> tuple[float, float]:
     """(samples/s, tokens/s) of a bare PyTorch loop over the module's own step: masks, target forward,
-    context forward, predictor, loss (and the online probe, in every variant), AdamW with
-    the per-step schedules, EMA."""
+    context forward, predictor, loss, AdamW with the per-step schedules, EMA."""
     model = make_model()
     model.train()
     if reference:
@@ -100,15 +100,13 @@ def loop_rate(
             start = time.perf_counter()
         s = {"lr": 1e-3, "wd": 0.04, "ema": 0.996 + 0.004 * step / total}
         for group in optimizer.param_groups:
-            if group.get("scheduled"):
-                group["lr"] = s["lr"]
-                if group["decay"]:
-                    group["weight_decay"] = s["wd"]
+            group["lr"] = s["lr"]
+            if group["decay"]:
+                group["weight_decay"] = s["wd"]
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             # timed step j draws mask j in every variant, whatever its warm-up length
             masks = step - warmup if step >= warmup else steps + step
-            loss, features = model.loss(images, step_generator(0, 0, masks))
-            loss = loss + model.online.training_loss(features, labels)
+            loss, _ = model.loss(images, step_generator(0, 0, masks))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

@@ -7,6 +7,8 @@ from rich.progress import track
 from torch.utils.data import DataLoader, Dataset
 
 Views = Callable[[torch.Tensor], dict[str, torch.Tensor]]
+#: The I-JEPA paper's probe reads the last 4 blocks (the online monitors read the same).
+PROBE_BLOCKS = 4
 
 
 def pixel_views(images: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -17,7 +19,7 @@ def pixel_views(images: torch.Tensor) -> dict[str, torch.Tensor]:
 def encoder_views(encoder: torch.nn.Module) -> Views:
     """Average-pooled tokens of the last block and of the last 4 blocks concatenated, each
     after the encoder's final norm (the I-JEPA paper's probe features)."""
-    n = min(4, len(encoder.blocks))
+    n = min(PROBE_BLOCKS, len(encoder.blocks))
 
     def views(images: torch.Tensor) -> dict[str, torch.Tensor]:
         pooled = encoder.pooled_layers(images, n)

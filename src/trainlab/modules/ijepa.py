@@ -58,7 +58,7 @@ class IJEPA(SelfSupervised):
         loss: Literal["smooth_l1", "l1", "l2"] = "smooth_l1",
         target_layers: int = 1,
         var_cov: float = 0.0,
-        probe_lr: float = 1e-3,
+        probe_weight_decay: float = 1e-5,
         knn_k: int = 20,
         bank_size: int = 4096,
         init_from: str | None = None,
@@ -67,8 +67,8 @@ class IJEPA(SelfSupervised):
         # of the default job's recorded numbers (tests/fixtures/default_job_trace.json).
         predictor = predictor(grid=encoder.grid, embed_dim=encoder.embed_dim)
         super().__init__(
-            encoder, optimizer, num_classes, lr, warmup_epochs, weight_decay, ema, probe_lr,
-            knn_k, bank_size,
+            encoder, optimizer, num_classes, lr, warmup_epochs, weight_decay, ema,
+            probe_weight_decay, knn_k, bank_size,
         )  # fmt: skip
         self.predictor: Predictor = predictor
         self.masks: MultiBlockMaskGenerator = masks(grid=encoder.grid)
@@ -90,26 +90,30 @@ class IJEPA(SelfSupervised):
         return [(self.target_encoder, self.encoder)]
 
     def targets(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(the target encoder's output (B, N, D), the regression target (B, N, D)).
+        """(the monitors' features (B, monitored_blocks * D), the regression target (B, N, D)),
+        from one forward of the target encoder.
 
         The target is the layer-normed output (the paper), or with ``target_layers`` K > 1 the
-        mean of the last K blocks' layer-normed outputs, as data2vec builds its targets.
+        mean of the last K blocks' layer-normed outputs, as data2vec builds its targets. The
+        features are the average-pooled outputs of the last blocks after the final norm.
         """
-        k = self.hparams.target_layers
-        if k == 1:
-            full = self.target_encoder(images)
-            return full, F.layer_norm(full, full.shape[-1:])
+        k, m = self.hparams.target_layers, self.monitored_blocks
         layers = self.target_encoder.forward_intermediates(
-            images, indices=k, norm=False, intermediates_only=True, output_fmt="NLC"
+            images, indices=max(k, m), norm=False, intermediates_only=True, output_fmt="NLC"
         )
-        target = torch.stack([F.layer_norm(x, x.shape[-1:]) for x in layers]).mean(dim=0)
-        return self.target_encoder.norm(layers[-1]), target
+        normed = [self.target_encoder.norm(x) for x in layers[-m:]]
+        features = torch.cat([x.mean(dim=1) for x in normed], dim=1)
+        if k == 1:
+            return features, F.layer_norm(normed[-1], normed[-1].shape[-1:])
+        target = torch.stack([F.layer_norm(x, x.shape[-1:]) for x in layers[-k:]]).mean(dim=0)
+        return features, target
 
     def loss(self, images: torch.Tensor, generator: torch.Generator):
         masks = self.masks(len(images), generator)
         context, targets = masks.context.to(self.device), masks.targets.to(self.device)
         with torch.no_grad():
-            full, target = self.targets(images)
+            features, target = self.targets(images)
+            num_tokens = target.shape[1]
             target = gather_tokens(target, targets)
         ctx = self.encoder(images, context)
         pred = self.predictor(ctx, context, targets)
@@ -122,8 +126,8 @@ class IJEPA(SelfSupervised):
                 {"train/ctx_tokens": float(context.shape[1]), "train/tgt_tokens": float(targets[0].numel())},
                 on_step=True,
             )  # fmt: skip
-            self.count_work(len(images), full.shape[1], context.shape[1], *targets.shape[1:])
-        return loss, full.mean(dim=1)
+            self.count_work(len(images), num_tokens, context.shape[1], *targets.shape[1:])
+        return loss, features
 
     def count_work(self, batch: int, n: int, k: int, m: int, t: int) -> None:
         """Tokens and FLOPs of this training step, read by RunStats for tokens/s and MFU:

@@ -30,13 +30,13 @@ class MAE(SelfSupervised):
         lr: tuple = (0.0, 1.5e-4, 0.0),
         warmup_epochs: float = 40,
         weight_decay: tuple = (0.05, 0.05),
-        probe_lr: float = 1e-3,
+        probe_weight_decay: float = 1e-5,
         knn_k: int = 20,
         bank_size: int = 4096,
     ):
         super().__init__(
-            encoder, optimizer, num_classes, lr, warmup_epochs, weight_decay, None, probe_lr,
-            knn_k, bank_size,
+            encoder, optimizer, num_classes, lr, warmup_epochs, weight_decay, None,
+            probe_weight_decay, knn_k, bank_size,
         )  # fmt: skip
         self.patch = encoder.patch_embed.patch_size[0]
         self.decoder = decoder(
@@ -56,5 +56,5 @@ class MAE(SelfSupervised):
             target = F.layer_norm(target, target.shape[-1:])  # per-patch mean 0, var 1
         loss = F.mse_loss(pred.float(), target.float())
         with torch.no_grad():  # the monitors see whole images, as the evaluation does
-            features = self.encoder.pooled(images)
+            features = torch.cat(self.encoder.pooled_layers(images, self.monitored_blocks), 1)
         return loss, features

@@ -2,9 +2,10 @@
 one ``loss(images, generator) -> (loss, features)``.
 
 The base owns:
-- the online monitors (linear probe, kNN bank gathered over ranks, collapse statistics) on
-  the detached ``features`` the loss returns (models/online_eval.py);
-- one AdamW over the ``trained`` networks (weight decay on matrices only) plus the probe;
+- the online monitors (linear probe and kNN fitted on a bank of training features gathered
+  over ranks, collapse statistics) on the detached ``features`` the loss returns
+  (models/online_eval.py);
+- one AdamW over the ``trained`` networks (weight decay on matrices only);
 - per-optimizer-step LR, weight-decay and (optionally) EMA-momentum schedules;
 - the EMA of target networks (``ema_pairs``) after every optimizer step;
 - the random generator of each step, a function of (run seed, epoch, batch) only, so masks
@@ -13,6 +14,9 @@ The base owns:
 Conventions the rest of the template relies on:
 - ``encoder``: the network that probing, fine-tuning and export read (a ``ViTEncoder``);
 - ``forward(images)`` returns the pooled evaluation features;
+- ``loss`` returns as ``features`` the average-pooled outputs of the last
+  ``monitored_blocks`` blocks, concatenated (``encoder.pooled_layers``): the frozen
+  protocol's ``last4`` view, the one its linear probe chooses, so the monitors agree with it;
 - for masked methods, a ``masks`` generator of ``(batch_size, generator)``: the mask picture
   draws it with the run's seed (``run_seed()``, the one way a seed reaches a module);
 - attribute names ``encoder`` / ``target_encoder`` / ``predictor``: models/weights.py maps
@@ -23,6 +27,7 @@ import lightning as L
 import torch
 from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy
 
+from trainlab.evaluation.features import PROBE_BLOCKS
 from trainlab.models.masks import step_generator
 from trainlab.models.online_eval import OnlineEvaluator
 from trainlab.optim.param_groups import decay_groups
@@ -38,7 +43,7 @@ class SelfSupervised(L.LightningModule):
     lr: (warm-up start, peak, cosine end) per optimizer step; warmup_epochs: its warm-up.
     weight_decay: (start, end), cosine, on weight matrices only.
     ema: (start, end) momentum of the targets in ``ema_pairs``, linear; None: no EMA.
-    probe_lr / knn_k / bank_size: the online monitors.
+    probe_weight_decay / knn_k / bank_size: the online monitors.
     """
 
     #: Constructor arguments that are networks or partials: not saved as hyperparameters,
@@ -58,7 +63,7 @@ class SelfSupervised(L.LightningModule):
         warmup_epochs: float = 40,
         weight_decay: tuple = (0.04, 0.4),
         ema: tuple | None = None,
-        probe_lr: float = 1e-3,
+        probe_weight_decay: float = 1e-5,
         knn_k: int = 20,
         bank_size: int = 4096,
     ):
@@ -72,13 +77,20 @@ class SelfSupervised(L.LightningModule):
         self.example_input_array = torch.zeros(
             1, encoder.patch_embed.proj.in_channels, *encoder.patch_embed.img_size
         )
+        #: How many last blocks the monitors' features pool (the protocol's last4 view).
+        self.monitored_blocks = min(PROBE_BLOCKS, len(encoder.blocks))
         self.online = OnlineEvaluator(
-            encoder.embed_dim, num_classes, knn_k=knn_k, bank_size=bank_size
+            encoder.embed_dim * self.monitored_blocks,
+            num_classes,
+            knn_k=knn_k,
+            bank_size=bank_size,
+            probe_weight_decay=probe_weight_decay,
         )
 
     # -- what a method defines -----------------------------------------------------------
     def loss(self, images: torch.Tensor, generator: torch.Generator):
-        """(loss, features (B, D)): the objective, and per-image features for the monitors."""
+        """(loss, features (B, monitored_blocks * D)): the objective, and per-image features
+        for the monitors (see the conventions above)."""
         raise NotImplementedError
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
@@ -103,13 +115,11 @@ class SelfSupervised(L.LightningModule):
     def training_step(self, batch, batch_idx):
         images, labels = batch
         loss, features = self.loss(images, self.step_generator(batch_idx))
-        probe_loss = self.online.training_loss(features, labels)
         # One bank for the whole job: every rank enqueues every rank's features.
         gathered = self.all_gather(features.detach()).reshape(-1, features.shape[-1])
         self.online.enqueue(gathered, self.all_gather(labels).reshape(-1))
         self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True)
-        self.log("train/probe_loss", probe_loss, on_step=False, on_epoch=True)
-        return loss + probe_loss
+        return loss
 
     def _evaluate(self, batch, batch_idx, stage: str):
         images, labels = batch
@@ -119,8 +129,8 @@ class SelfSupervised(L.LightningModule):
         self.online.update(features, labels)
 
     def _log_online(self, stage: str) -> None:
-        self.log(f"{stage}/probe_acc", self.online.probe_acc, prog_bar=True)
-        if self.online.knn_acc.update_called:  # the bank is empty before the first train step
+        if self.online.probe_acc.update_called:  # the bank is empty before the first step
+            self.log(f"{stage}/probe_acc", self.online.probe_acc, prog_bar=True)
             self.log(f"{stage}/knn_acc", self.online.knn_acc)
         seen = self.online.take_seen()
         if seen is not None:
@@ -128,14 +138,22 @@ class SelfSupervised(L.LightningModule):
             # needs equal shapes, so every rank contributes the smallest count.
             n = int(self.all_gather(torch.tensor(len(seen), device=seen.device)).min())
             gathered = self.all_gather(seen[:n]).reshape(-1, seen.shape[-1])
-            for name, value in self.online.collapse_stats(gathered).items():
+            # RankMe and feat_std of the embedding itself: the last block's part of the view.
+            embedding = gathered[:, -self.encoder.embed_dim :]
+            for name, value in self.online.collapse_stats(embedding).items():
                 self.log(f"{stage}/{name}", value)
+
+    def on_validation_epoch_start(self):
+        self.online.fit()
 
     def validation_step(self, batch, batch_idx):
         self._evaluate(batch, batch_idx, "val")
 
     def on_validation_epoch_end(self):
         self._log_online("val")
+
+    def on_test_epoch_start(self):
+        self.online.fit()
 
     def test_step(self, batch, batch_idx):
         self._evaluate(batch, batch_idx, "test")
@@ -148,17 +166,6 @@ class SelfSupervised(L.LightningModule):
         groups = []
         for name in self.trained:
             groups += decay_groups(getattr(self, name), f"{name}/")
-        for group in groups:
-            group["scheduled"] = True
-        groups.append(
-            {
-                "params": list(self.online.probe.parameters()),
-                "name": "probe",
-                "lr": self.hparams.probe_lr,
-                "weight_decay": 0.0,
-                "scheduled": False,
-            }
-        )
         return self.make_optimizer(params=groups)
 
     def schedules(self, step: int) -> dict[str, float]:
@@ -179,10 +186,9 @@ class SelfSupervised(L.LightningModule):
         # Called once per optimizer step (not per micro-batch under accumulation).
         s = self.schedules(self.global_step)
         for group in optimizer.param_groups:
-            if group.get("scheduled"):
-                group["lr"] = s["lr"]
-                if group["decay"]:
-                    group["weight_decay"] = s["wd"]
+            group["lr"] = s["lr"]
+            if group["decay"]:
+                group["weight_decay"] = s["wd"]
         super().optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)
         if "ema" in s:
             self.update_target(s["ema"])
