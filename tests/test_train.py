@@ -241,7 +241,9 @@ def test_ijepa_eval_reproduces_the_online_evaluation(tmp_path):
 
 @pytest.mark.slow
 def test_the_default_job_in_full(tmp_path):
-    """`python train.py` as it is (about 4.5 minutes here): it finishes and learns something."""
+    """`python train.py` as it is (about 4.5 minutes here): it finishes, and its frozen
+    features beat a random encoder of the same shape under the protocol (seed 42 here: linear
+    0.972 against 0.939, kNN 0.858 against 0.574)."""
     result = run_cli(
         "train.py", f"paths.log_dir={tmp_path}", "run_name=full", cwd=tmp_path, timeout=900
     )
@@ -250,6 +252,8 @@ def test_the_default_job_in_full(tmp_path):
         "metrics"
     ]
     assert metrics["test/probe_acc"] > 0.3 and metrics["test/knn_acc"] > 0.2  # chance is 0.1
+    assert metrics["features/linear_acc"] > metrics["baseline/random_linear_acc"]
+    assert metrics["features/knn_acc"] > metrics["baseline/random_knn_acc"] + 0.15
 
 
 def test_resume_continues_the_run_in_its_own_dir(tmp_path, monkeypatch, capfd):
