@@ -11,6 +11,7 @@ from pathlib import Path
 
 import hydra
 import lightning as L
+import torch.distributed as dist
 from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
@@ -259,6 +260,11 @@ def train(cfg: DictConfig) -> float | None:
         finish_wandb(loggers)
         if launcher is not None:
             launcher.finish()  # children done, process group gone: the next job starts clean
+        elif dist.is_available() and dist.is_initialized():
+            # A child, torchrun or SLURM rank. Lightning destroys only NCCL groups at exit; a
+            # gloo group left to interpreter shutdown can abort the process (SIGABRT,
+            # "terminate called without an active exception": pytorch/pytorch#190489).
+            dist.destroy_process_group()
     if not trainer.is_global_zero:
         return metrics.get(cfg.get("optimized_metric") or "")
     chosen, last = None, run_dir / "checkpoints" / "last.ckpt"

@@ -14,7 +14,12 @@ from lightning.pytorch.strategies import ModelParallelStrategy
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     apply_activation_checkpointing,
 )
-from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import (
+    FSDPModule,
+    MixedPrecisionPolicy,
+    fully_shard,
+    register_fsdp_forward_method,
+)
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -29,6 +34,9 @@ class FSDPStrategy(ModelParallelStrategy):
             memory); False keeps them until backward (ZeRO-2, less communication).
         param_dtype / reduce_dtype: FSDP's mixed-precision policy (null = parameter dtype).
         activation_checkpointing: recompute each block's activations in backward.
+        forward_methods: methods other than ``forward`` that callers use as one (timm's
+            ``forward_intermediates``): FSDP2 gathers a unit's parameters only around the
+            methods it knows, so these are registered on every unit that has them.
         **kwargs: ``ModelParallelStrategy`` arguments (timeout, backend, checkpoint format).
     """
 
@@ -39,6 +47,7 @@ class FSDPStrategy(ModelParallelStrategy):
         param_dtype: str | None = None,
         reduce_dtype: str | None = None,
         activation_checkpointing: bool = False,
+        forward_methods: tuple[str, ...] = ("forward_intermediates",),
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("tensor_parallel_size", 1)  # pure data parallel: shard over all ranks
@@ -51,6 +60,7 @@ class FSDPStrategy(ModelParallelStrategy):
             reduce_dtype=_DTYPES[reduce_dtype] if reduce_dtype else None,
         )
         self.activation_checkpointing = activation_checkpointing
+        self.forward_methods = tuple(forward_methods)
 
     def setup_environment(self) -> None:
         if self._data_parallel_size == "auto":
@@ -91,3 +101,6 @@ class FSDPStrategy(ModelParallelStrategy):
             own = any(True for _ in child.parameters(recurse=False))
             if own and id(child) not in in_blocks:
                 fully_shard(child, **options)
+                for name in self.forward_methods:
+                    if hasattr(child, name):
+                        register_fsdp_forward_method(child, name)

@@ -103,7 +103,7 @@ class ViTEncoder(VisionTransformer):
 
     def pooled(self, x: torch.Tensor) -> torch.Tensor:
         """Average-pooled features of the full image (B, D): the evaluation representation."""
-        return self.forward_features(x).mean(dim=1)
+        return self(x).mean(dim=1)  # through __call__: FSDP gathers parameters in its hooks
 
     def pooled_layers(self, x: torch.Tensor, n: int) -> list[torch.Tensor]:
         """Average-pooled tokens (B, D) of each of the last ``n`` blocks, each after the final
