@@ -257,6 +257,8 @@ def round7_section(seeds: dict[int, tuple[dict, dict, dict]]) -> list[str]:
         f"against the committed `{CHOSEN}` runs of the same seeds (logs/ijepa_results), both",
         "rated here by `eval.py mode=features`. Raw pixels: linear "
         f"{base['baseline/pixels_linear_acc']:.3f}, kNN {base['baseline/pixels_knn_acc']:.3f}.",
+        "Seeds 0 and 1 ran side by side on one thread each, seed 2 alone on both cores (the",
+        "committed recipe's 35 epochs take 7.5 minutes alone, results/ijepa_results.md).",
         "",
         f"| seed | {CHOSEN}: linear | kNN | {name}: linear | kNN | final val/rankme | fit min |",
         "|---|---|---|---|---|---|---|",
