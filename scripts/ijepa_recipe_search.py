@@ -10,6 +10,7 @@ recipe at 20 epochs, two at a time. Round 3: round 2's clearest change at full l
 Round 5 (``--round 5``, which rewrites only its own section): round 4's base and its likeliest
 knobs again, rated with the per-head linear protocol that replaced the one rounds 1-4 used.
 Round 6 (``--round 6``): more optimizer steps in the same minutes (smaller batches).
+Rounds 7 and 8: one change at full length over 3 seeds, against the recipe's own checkpoints.
 Each variant is a list of train.py overrides. A variant whose run dir already
 holds metrics.json is not pre-trained again (delete logs/recipe_search/runs/<name>_s<seed> to redo it),
 so the search can be stopped and continued.
@@ -140,8 +141,11 @@ VARIANTS.update(ROUND6)
 # by side with the committed recipe's own 3 checkpoints (scripts/ijepa_results.py's runs),
 # both rated here by the same eval.py command.
 ROUND7 = ("r7_batch_16", [f"experiment={CHOSEN}", "data.batch_size=16"])
+# Round 8: the same, for the most epochs that fit the 10-minute budget (35 take 7.5 minutes).
+ROUND8 = ("r8_epochs_45", [f"experiment={CHOSEN}", "trainer.max_epochs=45"])
+FULL_LENGTH = {7: ROUND7, 8: ROUND8}  # rounds of one change x 3 seeds against the recipe's
 RECIPE_RUNS = ROOT / "logs" / "ijepa_results" / "runs"  # mnist5k_pretrain_s<seed>
-RATED_ROUNDS = {5: ROUND5, 6: ROUND6, 7: dict([ROUND7])}  # per-head protocol; --round N
+RATED_ROUNDS = {5: ROUND5, 6: ROUND6, **{n: dict([r]) for n, r in FULL_LENGTH.items()}}
 SIDE_BY_SIDE = {**ROUND2, **ROUND4, **ROUND5, **ROUND6}  # two at a time, one thread each
 
 
@@ -154,7 +158,7 @@ def pretrain(name: str, overrides: list[str], seed: int, threads: int | None = N
             "train.py",
             *(
                 RUN_FLAGS
-                if name in (CHOSEN, ROUND3[0], ROUND7[0])
+                if name in (CHOSEN, ROUND3[0], *(r[0] for r in FULL_LENGTH.values()))
                 else ROUND2_BASE
                 if name in SIDE_BY_SIDE
                 else BASE
@@ -243,17 +247,17 @@ def round3_section(seeds: dict[int, tuple[dict, dict]], baseline: dict) -> list[
     ]
 
 
-def round7_section(seeds: dict[int, tuple[dict, dict, dict]]) -> list[str]:
-    """Per seed: the committed recipe's and round 7's ratings; {seed: (recipe, r7, r7 run)}."""
-    name, overrides = ROUND7
+def full_length_section(number: int, seeds: dict[int, tuple[dict, dict, dict]]) -> list[str]:
+    """Per seed: the committed recipe's and the round's ratings; {seed: (recipe, it, its run)}."""
+    name, overrides = FULL_LENGTH[number]
     mean = lambda rows, key: statistics.mean(r["metrics"][key] for r in rows)  # noqa: E731
     recipe = [r for r, _, _ in seeds.values()]
     r7 = [m for _, m, _ in seeds.values()]
     base = recipe[0]["metrics"]
     return [
-        f"## Round 7: `{overrides[-1]}` at full length, {len(seeds)} seeds",
+        f"## Round {number}: `{overrides[-1]}` at full length, {len(seeds)} seeds",
         "",
-        f"`python train.py {' '.join(overrides)} seed=<seed>` (35 epochs)",
+        f"`python train.py {' '.join(overrides)} seed=<seed>`",
         f"against the committed `{CHOSEN}` runs of the same seeds (logs/ijepa_results), both",
         "rated here by `eval.py mode=features`. Raw pixels: linear "
         f"{base['baseline/pixels_linear_acc']:.3f}, kNN {base['baseline/pixels_knn_acc']:.3f}.",
@@ -387,9 +391,9 @@ def write_table(rows, baseline: dict, chosen: dict, round3: list[str], path: Pat
     print("\n".join(lines))
 
 
-def round7() -> None:
-    """Round 7's seeds two at a time (one thread each; the last alone), then its section."""
-    name, overrides = ROUND7
+def full_length_round(number: int) -> None:
+    """The round's seeds two at a time (one thread each; the last alone), then its section."""
+    name, overrides = FULL_LENGTH[number]
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(lambda seed: pretrain(name, overrides, seed, threads=1), ROUND3_SEEDS[:2]))
     seeds = {}
@@ -398,7 +402,8 @@ def round7() -> None:
         recipe = rate(RECIPE_RUNS / f"mnist5k_pretrain_s{seed}", baselines=True)
         run = json.loads((run_dir / "metrics.json").read_text())
         seeds[seed] = (recipe, rate(run_dir, baselines=False), run)
-    write_round(7, round7_section(seeds), ROOT / "results" / "ijepa_recipe_search.md")
+    section = full_length_section(number, seeds)
+    write_round(number, section, ROOT / "results" / "ijepa_recipe_search.md")
 
 
 def main() -> None:
@@ -408,8 +413,8 @@ def main() -> None:
     parser.add_argument("--pretrain-only", action="store_true")
     parser.add_argument("--round", type=int, choices=sorted(RATED_ROUNDS), help="that round only")
     args = parser.parse_args()
-    if args.round == 7:
-        return round7()
+    if args.round in FULL_LENGTH:
+        return full_length_round(args.round)
     if args.round:
         args.only = ["r5_base", *RATED_ROUNDS[args.round]] if args.round > 5 else list(ROUND5)
     # Round 2 pre-trains two variants at a time, one thread each (cached runs are skipped).
