@@ -137,14 +137,15 @@ ROUND6: dict[str, list[str]] = {
 }
 VARIANTS.update(ROUND6)
 
-# Round 7: round 6's clearest change at the recipe's full length (35 epochs), 3 seeds, side
-# by side with the committed recipe's own 3 checkpoints (scripts/ijepa_results.py's runs),
+# Round 7: round 6's clearest change at the recipe's full length (35 epochs then), 3 seeds,
+# against the recipe as it stood then (RECIPE_35: scripts/ijepa_results.py's 3 runs of that
+# recipe, moved to logs/recipe_search/runs/recipe_35_epochs_s<seed> when round 8 was adopted),
 # both rated here by the same eval.py command.
 ROUND7 = ("r7_batch_16", [f"experiment={CHOSEN}", "data.batch_size=16"])
 # Round 8: the same, for the most epochs that fit the 10-minute budget (35 take 7.5 minutes).
 ROUND8 = ("r8_epochs_45", [f"experiment={CHOSEN}", "trainer.max_epochs=45"])
-FULL_LENGTH = {7: ROUND7, 8: ROUND8}  # rounds of one change x 3 seeds against the recipe's
-RECIPE_RUNS = ROOT / "logs" / "ijepa_results" / "runs"  # mnist5k_pretrain_s<seed>
+FULL_LENGTH = {7: ROUND7, 8: ROUND8}  # rounds of one change x 3 seeds against RECIPE_35
+RECIPE_35 = ("recipe_35_epochs", [f"experiment={CHOSEN}", "trainer.max_epochs=35"])
 RATED_ROUNDS = {5: ROUND5, 6: ROUND6, **{n: dict([r]) for n, r in FULL_LENGTH.items()}}
 SIDE_BY_SIDE = {**ROUND2, **ROUND4, **ROUND5, **ROUND6}  # two at a time, one thread each
 
@@ -158,7 +159,7 @@ def pretrain(name: str, overrides: list[str], seed: int, threads: int | None = N
             "train.py",
             *(
                 RUN_FLAGS
-                if name in (CHOSEN, ROUND3[0], *(r[0] for r in FULL_LENGTH.values()))
+                if name in (CHOSEN, ROUND3[0], RECIPE_35[0], *(r[0] for r in FULL_LENGTH.values()))
                 else ROUND2_BASE
                 if name in SIDE_BY_SIDE
                 else BASE
@@ -248,23 +249,24 @@ def round3_section(seeds: dict[int, tuple[dict, dict]], baseline: dict) -> list[
 
 
 def full_length_section(number: int, seeds: dict[int, tuple[dict, dict, dict]]) -> list[str]:
-    """Per seed: the committed recipe's and the round's ratings; {seed: (recipe, it, its run)}."""
+    """Per seed: RECIPE_35's and the round's ratings; {seed: (recipe, round's, round's run)}."""
     name, overrides = FULL_LENGTH[number]
     mean = lambda rows, key: statistics.mean(r["metrics"][key] for r in rows)  # noqa: E731
     recipe = [r for r, _, _ in seeds.values()]
-    r7 = [m for _, m, _ in seeds.values()]
+    ours = [m for _, m, _ in seeds.values()]
     base = recipe[0]["metrics"]
     return [
         f"## Round {number}: `{overrides[-1]}` at full length, {len(seeds)} seeds",
         "",
         f"`python train.py {' '.join(overrides)} seed=<seed>`",
-        f"against the committed `{CHOSEN}` runs of the same seeds (logs/ijepa_results), both",
-        "rated here by `eval.py mode=features`. Raw pixels: linear "
+        f"against `{' '.join(RECIPE_35[1])}`, the recipe before round 8 was adopted (the",
+        "same seeds; scripts/ijepa_results.py's runs of it), both rated here by",
+        "`eval.py mode=features`. Raw pixels: linear "
         f"{base['baseline/pixels_linear_acc']:.3f}, kNN {base['baseline/pixels_knn_acc']:.3f}.",
         "Seeds 0 and 1 ran side by side on one thread each, seed 2 alone on both cores (the",
-        "committed recipe's 35 epochs take 7.5 minutes alone, results/ijepa_results.md).",
+        "35 epochs took 7.5 minutes alone).",
         "",
-        f"| seed | {CHOSEN}: linear | kNN | {name}: linear | kNN | final val/rankme | fit min |",
+        f"| seed | {RECIPE_35[0]}: linear | kNN | {name}: linear | kNN | final val/rankme | fit min |",
         "|---|---|---|---|---|---|---|",
         *(
             f"| {seed} | {a['metrics']['features/linear_acc']:.3f} "
@@ -274,7 +276,7 @@ def full_length_section(number: int, seeds: dict[int, tuple[dict, dict, dict]]) 
             for seed, (a, b, r) in seeds.items()
         ),
         f"| mean | {mean(recipe, 'features/linear_acc'):.3f} | {mean(recipe, 'features/knn_acc'):.3f} "
-        f"| {mean(r7, 'features/linear_acc'):.3f} | {mean(r7, 'features/knn_acc'):.3f} | | |",
+        f"| {mean(ours, 'features/linear_acc'):.3f} | {mean(ours, 'features/knn_acc'):.3f} | | |",
         "",
     ]
 
@@ -399,7 +401,7 @@ def full_length_round(number: int) -> None:
     seeds = {}
     for seed in ROUND3_SEEDS:
         run_dir = pretrain(name, overrides, seed)
-        recipe = rate(RECIPE_RUNS / f"mnist5k_pretrain_s{seed}", baselines=True)
+        recipe = rate(pretrain(*RECIPE_35, seed), baselines=True)
         run = json.loads((run_dir / "metrics.json").read_text())
         seeds[seed] = (recipe, rate(run_dir, baselines=False), run)
     section = full_length_section(number, seeds)
