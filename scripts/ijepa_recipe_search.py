@@ -10,7 +10,8 @@ recipe at 20 epochs, two at a time. Round 3: round 2's clearest change at full l
 Round 5 (``--round 5``, which rewrites only its own section): round 4's base and its likeliest
 knobs again, rated with the per-head linear protocol that replaced the one rounds 1-4 used.
 Round 6 (``--round 6``): more optimizer steps in the same minutes (smaller batches).
-Rounds 7 and 8: one change at full length over 3 seeds, against the recipe's own checkpoints.
+Rounds 7 and 8 (``--round 7``, ``--round 8``): one change at full length over 3 seeds, against
+the 35-epoch recipe (RECIPE_35). Round 8 (45 epochs) is the recipe since; rounds 1-7 ran 35.
 Each variant is a list of train.py overrides. A variant whose run dir already
 holds metrics.json is not pre-trained again (delete logs/recipe_search/runs/<name>_s<seed> to redo it),
 so the search can be stopped and continued.
