@@ -10,8 +10,8 @@ recipe at 20 epochs, two at a time. Round 3: round 2's clearest change at full l
 Round 5 (``--round 5``, which rewrites only its own section): round 4's base and its likeliest
 knobs again, rated with the per-head linear protocol that replaced the one rounds 1-4 used.
 Round 6 (``--round 6``): more optimizer steps in the same minutes (smaller batches).
-Rounds 7 and 8 (``--round 7``, ``--round 8``): one change at full length over 3 seeds, against
-the 35-epoch recipe (RECIPE_35). Round 8 (45 epochs) is the recipe since; rounds 1-7 ran 35.
+Rounds 7 to 9 (``--round N``): one change at full length over 3 seeds, against the recipe's
+own runs. Round 8 (45 epochs) is the recipe since; rounds 1-7 ran 35.
 Each variant is a list of train.py overrides. A variant whose run dir already
 holds metrics.json is not pre-trained again (delete logs/recipe_search/runs/<name>_s<seed> to redo it),
 so the search can be stopped and continued.
@@ -145,9 +145,27 @@ VARIANTS.update(ROUND6)
 ROUND7 = ("r7_batch_16", [f"experiment={CHOSEN}", "data.batch_size=16"])
 # Round 8: the same, for the most epochs that fit the 10-minute budget (35 take 7.5 minutes).
 ROUND8 = ("r8_epochs_45", [f"experiment={CHOSEN}", "trainer.max_epochs=45"])
-FULL_LENGTH = {7: ROUND7, 8: ROUND8}  # rounds of one change x 3 seeds against RECIPE_35
-RECIPE_35 = ("recipe_35_epochs", [f"experiment={CHOSEN}", "trainer.max_epochs=35"])
-RATED_ROUNDS = {5: ROUND5, 6: ROUND6, **{n: dict([r]) for n, r in FULL_LENGTH.items()}}
+# Round 9: fewer validations (each fits the monitors' probe) buy more epochs in the same
+# minutes, against the recipe since round 8 (RECIPE_45: scripts/ijepa_results.py's runs of
+# it, linked in as logs/recipe_search/runs/recipe_45_epochs_s<seed>).
+ROUND9 = (
+    "r9_epochs_55_val_every_5",
+    [f"experiment={CHOSEN}", "trainer.max_epochs=55", "trainer.check_val_every_n_epoch=5"],
+)
+# The recipe a full-length round compares with: (name, overrides, what it is).
+RECIPE_35 = (
+    "recipe_35_epochs",
+    [f"experiment={CHOSEN}", "trainer.max_epochs=35"],
+    "the recipe before round 8 was adopted (35 epochs take 7.5 minutes alone)",
+)
+RECIPE_45 = (
+    "recipe_45_epochs",
+    [f"experiment={CHOSEN}", "trainer.max_epochs=45"],
+    "the recipe since round 8 (45 epochs take 7.7 minutes alone)",
+)
+# Rounds of one change x 3 seeds against a recipe's own 3 runs: {round: (change, recipe)}.
+FULL_LENGTH = {7: (ROUND7, RECIPE_35), 8: (ROUND8, RECIPE_35), 9: (ROUND9, RECIPE_45)}
+RATED_ROUNDS = {5: ROUND5, 6: ROUND6, **{n: dict([r]) for n, (r, _) in FULL_LENGTH.items()}}
 SIDE_BY_SIDE = {**ROUND2, **ROUND4, **ROUND5, **ROUND6}  # two at a time, one thread each
 
 
@@ -160,7 +178,8 @@ def pretrain(name: str, overrides: list[str], seed: int, threads: int | None = N
             "train.py",
             *(
                 RUN_FLAGS
-                if name in (CHOSEN, ROUND3[0], RECIPE_35[0], *(r[0] for r in FULL_LENGTH.values()))
+                if name
+                in (CHOSEN, ROUND3[0], *(r[0] for pair in FULL_LENGTH.values() for r in pair))
                 else ROUND2_BASE
                 if name in SIDE_BY_SIDE
                 else BASE
@@ -250,24 +269,23 @@ def round3_section(seeds: dict[int, tuple[dict, dict]], baseline: dict) -> list[
 
 
 def full_length_section(number: int, seeds: dict[int, tuple[dict, dict, dict]]) -> list[str]:
-    """Per seed: RECIPE_35's and the round's ratings; {seed: (recipe, round's, round's run)}."""
-    name, overrides = FULL_LENGTH[number]
+    """Per seed: the recipe's and the round's ratings; {seed: (recipe, round's, round's run)}."""
+    (name, overrides), (recipe_name, recipe_overrides, recipe_is) = FULL_LENGTH[number]
     mean = lambda rows, key: statistics.mean(r["metrics"][key] for r in rows)  # noqa: E731
     recipe = [r for r, _, _ in seeds.values()]
     ours = [m for _, m, _ in seeds.values()]
     base = recipe[0]["metrics"]
     return [
-        f"## Round {number}: `{overrides[-1]}` at full length, {len(seeds)} seeds",
+        f"## Round {number}: `{' '.join(overrides[1:])}` at full length, {len(seeds)} seeds",
         "",
         f"`python train.py {' '.join(overrides)} seed=<seed>`",
-        f"against `{' '.join(RECIPE_35[1])}`, the recipe before round 8 was adopted (the",
-        "same seeds; scripts/ijepa_results.py's runs of it), both rated here by",
-        "`eval.py mode=features`. Raw pixels: linear "
-        f"{base['baseline/pixels_linear_acc']:.3f}, kNN {base['baseline/pixels_knn_acc']:.3f}.",
-        "Seeds 0 and 1 ran side by side on one thread each, seed 2 alone on both cores (the",
-        "35 epochs took 7.5 minutes alone).",
+        f"against `{' '.join(recipe_overrides)}`, {recipe_is}: the same seeds,",
+        "scripts/ijepa_results.py's runs of it, both rated here by `eval.py mode=features`.",
+        f"Raw pixels: linear {base['baseline/pixels_linear_acc']:.3f}, kNN "
+        f"{base['baseline/pixels_knn_acc']:.3f}. Seeds 0 and 1 ran side by side on one thread",
+        "each, seed 2 alone on both cores.",
         "",
-        f"| seed | {RECIPE_35[0]}: linear | kNN | {name}: linear | kNN | final val/rankme | fit min |",
+        f"| seed | {recipe_name}: linear | kNN | {name}: linear | kNN | final val/rankme | fit min |",
         "|---|---|---|---|---|---|---|",
         *(
             f"| {seed} | {a['metrics']['features/linear_acc']:.3f} "
@@ -396,15 +414,15 @@ def write_table(rows, baseline: dict, chosen: dict, round3: list[str], path: Pat
 
 def full_length_round(number: int) -> None:
     """The round's seeds two at a time (one thread each; the last alone), then its section."""
-    name, overrides = FULL_LENGTH[number]
+    (name, overrides), recipe = FULL_LENGTH[number]
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(lambda seed: pretrain(name, overrides, seed, threads=1), ROUND3_SEEDS[:2]))
     seeds = {}
     for seed in ROUND3_SEEDS:
         run_dir = pretrain(name, overrides, seed)
-        recipe = rate(pretrain(*RECIPE_35, seed), baselines=True)
+        rated_recipe = rate(pretrain(*recipe[:2], seed), baselines=True)
         run = json.loads((run_dir / "metrics.json").read_text())
-        seeds[seed] = (recipe, rate(run_dir, baselines=False), run)
+        seeds[seed] = (rated_recipe, rate(run_dir, baselines=False), run)
     section = full_length_section(number, seeds)
     write_round(number, section, ROOT / "results" / "ijepa_recipe_search.md")
 
