@@ -160,7 +160,7 @@ RECIPE_35 = (
 )
 RECIPE_45 = (
     "recipe_45_epochs",
-    [f"experiment={CHOSEN}", "trainer.max_epochs=45"],
+    ROUND8[1],
     "the recipe since round 8 (45 epochs take 7.7 minutes alone)",
 )
 # Rounds of one change x 3 seeds against a recipe's own 3 runs: {round: (change, recipe)}.

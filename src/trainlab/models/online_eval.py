@@ -2,7 +2,9 @@
 
 Both classifiers read a bank of recent training features (the whole train split when it
 fits) and are the frozen-feature protocol's own (evaluation/), so the numbers they log at
-the end of a run agree with ``eval.py mode=features`` on the same checkpoint and split:
+the end of a run follow ``eval.py mode=features`` on the same checkpoint (on the same split,
+``experiment=ijepa_mnist``'s probe within a point of the protocol's chosen head, its kNN 1 to
+4 points below, as the protocol picks its kNN view on val and this one reads ``last4``):
 - a linear probe fitted on the bank at the start of every evaluation, exactly as the
   protocol fits one grid point (evaluation/linear_grid.py; about 2 s for 4,096 x 768 on
   2 CPU cores). The probe it replaces, trained alongside by the run's optimizer, read the
