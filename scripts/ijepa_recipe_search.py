@@ -138,6 +138,15 @@ ROUND6: dict[str, list[str]] = {
 }
 VARIANTS.update(ROUND6)
 
+# Round 10: the context encoder sees each image under a small random affine (not in the
+# paper, models/view_jitter.py), the target encoder the image itself: does predicting clean
+# targets from a deformed context buy the invariance the pixels' kNN lacks?
+ROUND10: dict[str, list[str]] = {
+    "r10_jitter_small": ["model.context_jitter={degrees:10,translate:0.1,scale:0.1}"],
+    "r10_jitter_large": ["model.context_jitter={degrees:20,translate:0.15,scale:0.2}"],
+}
+VARIANTS.update(ROUND10)
+
 # Round 7: round 6's clearest change at the recipe's full length (35 epochs then), 3 seeds,
 # against the recipe as it stood then (RECIPE_35: scripts/ijepa_results.py's 3 runs of that
 # recipe, moved to logs/recipe_search/runs/recipe_35_epochs_s<seed> when round 8 was adopted),
@@ -165,8 +174,8 @@ RECIPE_45 = (
 )
 # Rounds of one change x 3 seeds against a recipe's own 3 runs: {round: (change, recipe)}.
 FULL_LENGTH = {7: (ROUND7, RECIPE_35), 8: (ROUND8, RECIPE_35), 9: (ROUND9, RECIPE_45)}
-RATED_ROUNDS = {5: ROUND5, 6: ROUND6, **{n: dict([r]) for n, (r, _) in FULL_LENGTH.items()}}
-SIDE_BY_SIDE = {**ROUND2, **ROUND4, **ROUND5, **ROUND6}  # two at a time, one thread each
+RATED_ROUNDS = {5: ROUND5, 6: ROUND6, 10: ROUND10, **{n: dict([r]) for n, (r, _) in FULL_LENGTH.items()}}
+SIDE_BY_SIDE = {**ROUND2, **ROUND4, **ROUND5, **ROUND6, **ROUND10}  # two at a time, one thread each
 
 
 def pretrain(name: str, overrides: list[str], seed: int, threads: int | None = None) -> Path:
@@ -313,6 +322,12 @@ ROUND_TEXT = {
         "Batch 32, 16 and 8 see the same images in 2x, 4x and 8x the steps; 40 epochs at batch 64 is\n"
         "batch 32's step count at twice the images. Batch 8 was added last: it ran beside\n"
         "r6_epochs_40, then alone, on one thread throughout.",
+    ),
+    10: (
+        "a deformed context view, 20 epochs",
+        "Round 5's command line and seed; `r5_base` is the row to beat. The context encoder sees\n"
+        "each image rotated, shifted and rescaled at random (`model.context_jitter`, up to the\n"
+        "degrees / fraction of the side / zoom named), the target encoder the image itself.",
     ),
 }
 

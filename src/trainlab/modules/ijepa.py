@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from trainlab.models.flops import blocks_flops
 from trainlab.models.masks import MultiBlockMaskGenerator
 from trainlab.models.predictor import Predictor
+from trainlab.models.view_jitter import random_affine
 from trainlab.models.vit import ViTEncoder, gather_tokens
 from trainlab.models.weights import ijepa_parts, load_into, read_state
 from trainlab.modules.self_supervised import SelfSupervised
@@ -58,6 +59,7 @@ class IJEPA(SelfSupervised):
         loss: Literal["smooth_l1", "l1", "l2"] = "smooth_l1",
         target_layers: int = 1,
         var_cov: float = 0.0,
+        context_jitter: dict | None = None,
         probe_weight_decay: float = 1e-5,
         knn_k: int = 20,
         bank_size: int = 4096,
@@ -115,6 +117,8 @@ class IJEPA(SelfSupervised):
             features, target = self.targets(images)
             num_tokens = target.shape[1]
             target = gather_tokens(target, targets)
+        if self.hparams.context_jitter and self.training:
+            images = random_affine(images, generator, **self.hparams.context_jitter)
         ctx = self.encoder(images, context)
         pred = self.predictor(ctx, context, targets)
         # In float32 even under bf16 autocast: the loss is a small difference of features.
