@@ -23,10 +23,10 @@ BATCH = 64
 def make_ijepa(grad_checkpointing=False):
     from functools import partial
 
-    from trainlab.models.masks import MultiBlockMaskGenerator
-    from trainlab.models.predictor import Predictor
-    from trainlab.models.vit import ViTEncoder
-    from trainlab.modules.ijepa import IJEPA
+    from trainlab.model.ijepa import IJEPA
+    from trainlab.model.networks.masks import MultiBlockMaskGenerator
+    from trainlab.model.networks.predictor import Predictor
+    from trainlab.model.networks.vit import ViTEncoder
 
     torch.manual_seed(0)
     encoder = ViTEncoder(**SHAPE, grad_checkpointing=grad_checkpointing)

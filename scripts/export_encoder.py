@@ -9,7 +9,7 @@ The file loads into the matching timm model, e.g. for the ijepa experiment:
 
 import argparse
 
-from trainlab.models.weights import export_target_encoder
+from trainlab.model.networks.weights import export_target_encoder
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

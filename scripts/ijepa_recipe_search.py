@@ -139,7 +139,7 @@ ROUND6: dict[str, list[str]] = {
 VARIANTS.update(ROUND6)
 
 # Round 10: the context encoder sees each image under a small random affine (not in the
-# paper, models/view_jitter.py), the target encoder the image itself: does predicting clean
+# paper, model/networks/view_jitter.py), the target encoder the image itself: does predicting clean
 # targets from a deformed context buy the invariance the pixels' kNN lacks?
 ROUND10: dict[str, list[str]] = {
     "r10_jitter_small": ["model.context_jitter={degrees:10,translate:0.1,scale:0.1}"],

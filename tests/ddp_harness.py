@@ -19,8 +19,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from trainlab.callbacks.comm_stats import CommStatsLogger
 from trainlab.data.base import ImageDataModule
-from trainlab.distributed.ddp import DDPStrategy
-from trainlab.distributed.fsdp import FSDPStrategy
+from trainlab.strategy.ddp import DDPStrategy
+from trainlab.strategy.fsdp import FSDPStrategy
 
 OUT = Path(sys.argv[1])
 

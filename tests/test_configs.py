@@ -1,9 +1,11 @@
 """Every experiment composes, and its model, datamodule and trainer instantiate on CPU."""
 
+import re
+
 import hydra
 import pytest
 import torch
-from conftest import CONFIGS, EXPERIMENTS
+from conftest import CONFIGS, EXPERIMENTS, ROOT
 
 from trainlab.run.config_checks import check_config
 
@@ -120,3 +122,30 @@ def test_experiment_changes_to_a_group_chosen_on_the_command_line_are_named():
     assert "model.layer_decay=0.75" in line and "model.net.freeze_encoder=False" in line
     assert experiment_changes(CONFIGS, {"experiment": None, "model": "vae"}, ["model=vae"]) == []
     assert experiment_changes(CONFIGS, {"experiment": "ijepa_mnist"}, ["data.image_size=32"]) == []
+
+
+# Config folders with no package of their own: they configure a library (Lightning's
+# Trainer has trainer/ for its plugins; these have nothing of ours) or compose other groups.
+NO_PACKAGE = {"experiment", "hparams_search", "debug", "launcher", "paths", "extras"}
+# Packages no config group instantiates: they are called by code, not chosen by config.
+NO_GROUP = {"bench", "evaluation", "optim", "run", "utils"}
+# Hydra's own config (configs/hydra) holds one trainlab class, a sweep callback, which is
+# run plumbing and lives with it.
+ELSEWHERE = {"hydra": "run"}
+
+
+def test_config_folders_mirror_the_packages():
+    """configs/<group>/ instantiates classes of src/trainlab/<group>/ and no other package,
+    so a newcomer who finds a config finds its code by the same name, and back."""
+    packages = {
+        p.name for p in (ROOT / "src" / "trainlab").iterdir() if (p / "__init__.py").exists()
+    }
+    groups = {p.name for p in CONFIGS.iterdir() if p.is_dir()}
+    for group in groups - {"experiment"}:  # experiments set every group
+        text = "\n".join(f.read_text() for f in (CONFIGS / group).rglob("*.yaml"))
+        used = set(re.findall(r"_target_:\s*trainlab\.(\w+)\.", text))
+        home = ELSEWHERE.get(group, group)
+        assert used <= {home}, f"configs/{group}/ instantiates trainlab.{used - {home}}"
+        if group not in NO_PACKAGE | ELSEWHERE.keys():
+            assert group in packages, f"configs/{group}/ has no src/trainlab/{group}/"
+    assert packages - groups == NO_GROUP

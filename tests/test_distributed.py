@@ -13,7 +13,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from torchmetrics.classification import MulticlassAccuracy
 
-from trainlab.modules.classifier import Classifier
+from trainlab.model.classifier import Classifier
 
 RANK_CONSISTENCY = (
     "+callbacks.rank_consistency._target_=trainlab.callbacks.rank_consistency.RankConsistency"

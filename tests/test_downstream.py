@@ -11,9 +11,9 @@ from hydra.utils import instantiate
 from torch.utils.data import DataLoader, TensorDataset
 
 from trainlab.data.low_shot import class_balanced_subset, labels_of
-from trainlab.models.encoder_classifier import EncoderClassifier
-from trainlab.models.vit import ViTEncoder
-from trainlab.modules.classifier import Classifier
+from trainlab.model.classifier import Classifier
+from trainlab.model.networks.encoder_classifier import EncoderClassifier
+from trainlab.model.networks.vit import ViTEncoder
 
 ENCODER = dict(img_size=16, patch_size=4, in_chans=1, size="vit_tiny", depth=4)
 

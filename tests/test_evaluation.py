@@ -12,6 +12,7 @@ from test_bad_input import make_image_folder
 
 from trainlab.evaluation.linear_grid import linear_grid, train_heads
 from trainlab.evaluation.protocol import knn_choice
+from trainlab.run.checkpoint_config import run_config_of
 
 SIZES = {"train": 600, "val": 200, "test": 300}
 
@@ -174,3 +175,15 @@ def test_eval_features_rates_an_official_format_checkpoint(tmp_path):
     metrics = json.loads((tmp_path / "eval" / "runs" / "e" / "metrics.json").read_text())["metrics"]
     assert sorted(metrics) == ["features/knn_acc", "features/linear_acc"]
     assert metrics["features/linear_acc"] > 0.3  # a random ViT on digits is well above chance
+
+
+def test_a_run_dir_written_before_the_packages_were_renamed_still_loads(tmp_path):
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "config.yaml").write_text(
+        "model:\n  _target_: trainlab.modules.ijepa.IJEPA\n  encoder:\n"
+        "    _target_: trainlab.models.vit.ViTEncoder\n    img_size: 16\n    in_chans: 1\n"
+        "    patch_size: 4\n    size: vit_tiny\n    depth: 1\n"
+    )
+    cfg = run_config_of(tmp_path / "checkpoints" / "last.ckpt")
+    assert cfg.model._target_ == "trainlab.model.ijepa.IJEPA"
+    assert instantiate(cfg.model.encoder).grid == (4, 4)

@@ -11,7 +11,7 @@ import torch
 from conftest import compose_cfg, logged_series
 
 from trainlab.bench import cpu_model
-from trainlab.modules.ijepa import IJEPA
+from trainlab.model.ijepa import IJEPA
 from trainlab.optim.schedules import cosine, linear, warmup_cosine
 from trainlab.train import train
 
@@ -86,7 +86,7 @@ def test_the_online_monitors_read_the_protocols_last4_view(tmp_path):
     """What the monitors see is what eval.py mode=features rates (its ``last4`` view of the
     target encoder), so their numbers can agree; the loss is the paper's on the same forward."""
     from trainlab.evaluation.features import encoder_views
-    from trainlab.models.masks import step_generator
+    from trainlab.model.networks.masks import step_generator
 
     model, data = tiny_ijepa(tmp_path, "model.encoder.depth=4")
     data.setup("fit")
@@ -118,7 +118,7 @@ def test_loss_gradients_reach_encoder_and_predictor_but_not_the_target(tmp_path)
     data.setup()
     # as Lightning delivers it: uint8 from the loader, normalised after the transfer
     images, labels = data.on_after_batch_transfer(next(iter(data.train_dataloader())), 0)
-    from trainlab.models.masks import step_generator
+    from trainlab.model.networks.masks import step_generator
 
     loss, features = model.loss(images, step_generator(0, 0, 0))
     loss.backward()
@@ -135,7 +135,7 @@ def test_step_tokens_and_flops_count_what_the_step_runs(tmp_path):
     projections; measured 1.6 % at the ijepa_mnist shape)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from trainlab.models.masks import step_generator
+    from trainlab.model.networks.masks import step_generator
 
     model, _ = tiny_ijepa(tmp_path, "model.encoder.depth=2", "model.predictor.depth=2")
     images = torch.randn(8, 1, 16, 16)
@@ -157,8 +157,8 @@ def test_compiled_steps_match_eager_and_stop_recompiling_after_warm_up(tmp_path)
 
     from torch._dynamo.utils import counters
 
-    from trainlab.models.masks import step_generator
-    from trainlab.modules.compile import compile_networks
+    from trainlab.model.compile import compile_networks
+    from trainlab.model.networks.masks import step_generator
 
     torch._dynamo.reset()
     eager, _ = tiny_ijepa(tmp_path, "data.image_size=32")  # an 8 x 8 grid: many lengths
@@ -259,7 +259,7 @@ def default_job_trace(tmp_path) -> dict[str, list[str]]:
 
 
 def test_variance_covariance_penalises_collapse_not_spread():
-    from trainlab.modules.ijepa import variance_covariance
+    from trainlab.model.ijepa import variance_covariance
 
     g = torch.Generator().manual_seed(0)
     spread = torch.randn(4096, 8, generator=g)
@@ -271,7 +271,7 @@ def test_variance_covariance_penalises_collapse_not_spread():
 
 
 def test_var_cov_adds_its_weighted_term_to_the_loss(tmp_path):
-    from trainlab.models.masks import step_generator
+    from trainlab.model.networks.masks import step_generator
 
     model, data = tiny_ijepa(tmp_path, "model.var_cov=1.0")
     data.setup()

@@ -1,12 +1,15 @@
 """The ViT encoder and the predictor: shapes, timm compatibility, token selection."""
 
+import subprocess
+import sys
+
 import pytest
 import timm
 import torch
 
-from trainlab.models.encoder_classifier import EncoderClassifier
-from trainlab.models.predictor import Predictor
-from trainlab.models.vit import ViTEncoder
+from trainlab.model.networks.encoder_classifier import EncoderClassifier
+from trainlab.model.networks.predictor import Predictor
+from trainlab.model.networks.vit import ViTEncoder
 
 
 def test_vit_huge_patch14_matches_timm_parameter_for_parameter():
@@ -81,13 +84,13 @@ def test_last4_features_match_the_hand_written_forward():
 @pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("tokens, dim, heads", [(50, 192, 3), (197, 384, 6), (17, 96, 4)])
 def test_block_flops_formula_matches_torch_flop_counter(tokens, dim, heads, fused):
-    """trainlab.models.flops against FlopCounterMode, forward and forward + backward (3x),
+    """trainlab.model.networks.flops against FlopCounterMode, forward and forward + backward (3x),
     with attention as matmuls and as the CPU's fused kernel (whose formula flops.py adds to
     the counter: without it, attention counts 0 and the fused case fails)."""
     from timm.models.vision_transformer import Block
     from torch.utils.flop_counter import FlopCounterMode
 
-    from trainlab.models.flops import block_flops
+    from trainlab.model.networks.flops import block_flops
 
     block = Block(dim, heads, mlp_ratio=4.0)
     block.attn.fused_attn = fused
@@ -108,7 +111,7 @@ def test_the_model_summary_counts_the_evaluation_forward_flops(cfg_factory):
     from hydra.utils import instantiate
     from lightning.pytorch.utilities.model_summary import ModelSummary
 
-    from trainlab.models.flops import blocks_flops
+    from trainlab.model.networks.flops import blocks_flops
 
     model = instantiate(cfg_factory().model)
     encoder = model.target_encoder
@@ -116,3 +119,21 @@ def test_the_model_summary_counts_the_evaluation_forward_flops(cfg_factory):
     patch_embedding = 2 * tokens * dim * encoder.patch_embed.proj.weight[0].numel()
     summary = ModelSummary(model)
     assert summary.total_flops == blocks_flops(encoder.blocks, tokens) + patch_embedding
+
+
+def test_networks_import_no_lightning_and_nothing_above_them():
+    """Imports only go down: a fork can take model/networks/ into any training loop."""
+    code = (
+        "import sys, pkgutil, importlib, trainlab.model.networks as n\n"
+        "for m in pkgutil.iter_modules(n.__path__): importlib.import_module(f'{n.__name__}.{m.name}')\n"
+        "print(' '.join(sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert not [m for m in loaded if m.split(".")[0] in ("lightning", "pytorch_lightning")]
+    above = ("trainlab.model.", "trainlab.run", "trainlab.strategy", "trainlab.callbacks")
+    # trainlab/__init__.py registers the config's monitor resolver (model/monitor.py).
+    assert [
+        m for m in loaded if m.startswith(above) and not m.startswith("trainlab.model.networks")
+    ] == ["trainlab.model.monitor"]

@@ -24,7 +24,7 @@ from conftest import (
 )
 
 import trainlab.train
-from trainlab.modules.vae import VAE
+from trainlab.model.vae import VAE
 from trainlab.run import run_dir as rundir
 
 # 2 epochs of 6 steps; drop path, random crops and masks all draw random numbers.
@@ -184,7 +184,7 @@ def test_non_finite_steps_can_be_skipped_and_are_counted(tmp_path, monkeypatch):
 
 
 def test_an_error_in_training_saves_an_on_exception_checkpoint(tmp_path, monkeypatch, capfd):
-    from trainlab.modules.ijepa import IJEPA
+    from trainlab.model.ijepa import IJEPA
 
     real_step = IJEPA.training_step
 
@@ -225,7 +225,7 @@ def test_step_checkpoints_keep_the_last_k(tmp_path, monkeypatch):
 
 SAVE_BIG = """
 import sys, torch
-from trainlab.plugins.atomic_checkpoint_io import AtomicCheckpointIO
+from trainlab.trainer.atomic_checkpoint_io import AtomicCheckpointIO
 io = AtomicCheckpointIO()
 io.save_checkpoint({"step": 1, "w": torch.ones(4)}, sys.argv[1])
 print("first saved", flush=True)

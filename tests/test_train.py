@@ -11,7 +11,7 @@ from conftest import EXPERIMENTS, FAST, ROOT, compose_cfg, logged_series, run_cl
 from omegaconf import OmegaConf
 
 from trainlab.eval import evaluate
-from trainlab.models.weights import ijepa_parts, read_state
+from trainlab.model.networks.weights import ijepa_parts, read_state
 from trainlab.train import train
 from trainlab.utils.errors import DataError
 

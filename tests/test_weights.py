@@ -5,7 +5,7 @@ import torch
 from test_ijepa import tiny_ijepa
 from timm.models.vision_transformer import VisionTransformer
 
-from trainlab.models.weights import PREDICTOR_KEYS, export_target_encoder
+from trainlab.model.networks.weights import PREDICTOR_KEYS, export_target_encoder
 from trainlab.utils.errors import UserError
 
 

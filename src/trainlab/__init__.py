@@ -1,7 +1,7 @@
 """trainlab: a Lightning + Hydra template for distributed vision pre-training."""
 
 from trainlab.data.class_count import register as _register_class_count
-from trainlab.modules.monitor import register as _register_monitor
+from trainlab.model.monitor import register as _register_monitor
 
 __version__ = "0.1.0"
 

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from trainlab.evaluation.checkpoint import print_ratings, rate_checkpoint
 from trainlab.evaluation.protocol import choices
 from trainlab.evaluation.protocol import metrics as protocol_metrics
-from trainlab.models.weights import check_readable
+from trainlab.model.networks.weights import check_readable
 from trainlab.run.checkpoint_config import (
     INPUT_FORMAT,
     config_path,

@@ -21,17 +21,14 @@ from trainlab.callbacks.interruption import InterruptionCheckpoint
 from trainlab.callbacks.optuna_pruning import OptunaPruning, pruned_epoch
 from trainlab.callbacks.run_stats import RunStats
 from trainlab.callbacks.seed_each_step import SeedEachStep
-from trainlab.distributed.checks import check_launch
-from trainlab.distributed.launcher import launch_ranks_from_config
-from trainlab.distributed.submitit_ranks import adopt_submitit_local_ranks
 from trainlab.evaluation.checkpoint import print_ratings, rate_checkpoint
 from trainlab.evaluation.protocol import choices
 from trainlab.evaluation.protocol import metrics as protocol_metrics
-from trainlab.modules.compile import compile_networks
-from trainlab.modules.self_supervised import SelfSupervised
+from trainlab.model.compile import compile_networks
+from trainlab.model.self_supervised import SelfSupervised
 from trainlab.run import run_dir as rundir
 from trainlab.run.batch import per_device_batch, scale_learning_rates
-from trainlab.run.checkpoint_config import adopt_encoder_shape
+from trainlab.run.checkpoint_config import adopt_encoder_shape, load_run_config
 from trainlab.run.config_checks import check_config
 from trainlab.run.console import print_config_tree
 from trainlab.run.hydra_errors import one_line_hydra_errors
@@ -44,6 +41,9 @@ from trainlab.run.instantiate import (
 from trainlab.run.overrides import experiment_changes, resume_changes
 from trainlab.run.results import batch_facts, final_metrics, report
 from trainlab.run.task import run_task
+from trainlab.strategy.checks import check_launch
+from trainlab.strategy.launcher import launch_ranks_from_config
+from trainlab.strategy.submitit_ranks import adopt_submitit_local_ranks
 from trainlab.utils.errors import ConfigError, DataError
 from trainlab.utils.logging import get_logger
 
@@ -193,7 +193,7 @@ def accept_run(cfg: DictConfig) -> None:
     if rundir.is_global_zero():  # child ranks run rank 0's resolved copy of this config
         saved = Path(cfg.paths.output_dir) / "config.yaml"
         if cfg.get("resume") and saved.is_file():
-            for change in resume_changes(OmegaConf.load(saved), cfg):
+            for change in resume_changes(load_run_config(saved), cfg):
                 log.warning(f"resume: {change} (differs from the run's config.yaml; applies now)")
         rundir.guard(Path(cfg.paths.output_dir), resume=cfg.get("resume", False))
         if cfg.extras.get("print_config"):

@@ -8,7 +8,7 @@ memory that activation checkpointing trades for recomputation.
 
 import torch
 
-from trainlab.models.masks import step_generator
+from trainlab.model.networks.masks import step_generator
 
 
 def saved_activation_mib(model, images) -> float:

@@ -13,7 +13,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from trainlab.models.masks import step_generator
+from trainlab.model.networks.masks import step_generator
 
 
 class SameBatch(Dataset):
@@ -87,7 +87,7 @@ def loop_rate(
     if reference:
         reference_style(model)
     if compiled:
-        from trainlab.modules.compile import compile_networks
+        from trainlab.model.compile import compile_networks
 
         compile_networks(model)
     optimizer = model.configure_optimizers()

@@ -5,7 +5,7 @@ from lightning.pytorch.callbacks import Callback
 from torchvision.utils import make_grid
 
 from trainlab.callbacks.pictures import enlarge, publish
-from trainlab.models.masks import step_generator
+from trainlab.model.networks.masks import step_generator
 from trainlab.utils.seeding import run_seed
 
 # Context in translucent blue; each target block in its own colour.

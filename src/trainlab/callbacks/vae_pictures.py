@@ -5,7 +5,7 @@ from lightning.pytorch.callbacks import Callback
 from torchvision.utils import make_grid
 
 from trainlab.callbacks.pictures import enlarge, publish
-from trainlab.modules.vae import EVAL_SEED
+from trainlab.model.vae import EVAL_SEED
 
 
 class VAEPictures(Callback):

@@ -7,7 +7,7 @@ from omegaconf import DictConfig
 
 from trainlab.evaluation.features import encoder_views, pixel_views
 from trainlab.evaluation.protocol import Rating, rate
-from trainlab.models.weights import ijepa_parts, load_into, read_state
+from trainlab.model.networks.weights import ijepa_parts, load_into, read_state
 from trainlab.run.console import print_jobs
 from trainlab.utils.errors import UserError
 from trainlab.utils.logging import get_logger

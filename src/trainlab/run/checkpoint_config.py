@@ -14,6 +14,15 @@ log = get_logger(__name__)
 # What the weights fix: the encoder's architecture and the input it was trained on.
 ENCODER_SHAPE = ("patch_size", "size", "depth", "init_values")
 INPUT_FORMAT = ("image_size", "in_chans", "mean", "std")
+# Packages renamed when configs/ came to mirror src/trainlab/ folder for folder: a run dir
+# written before names its classes by the old paths, and still loads.
+MOVED = {
+    "trainlab.models.": "trainlab.model.networks.",
+    "trainlab.modules.": "trainlab.model.",
+    "trainlab.distributed.": "trainlab.strategy.",
+    "trainlab.loggers.": "trainlab.logger.",
+    "trainlab.plugins.": "trainlab.trainer.",
+}
 
 
 def config_path(ckpt: str | Path) -> Path:
@@ -23,7 +32,15 @@ def config_path(ckpt: str | Path) -> Path:
 def run_config_of(ckpt: str | Path) -> DictConfig | None:
     """The run's config, or None for a checkpoint outside a run dir (official, timm files)."""
     path = config_path(ckpt)
-    return OmegaConf.load(path) if path.is_file() else None
+    return load_run_config(path) if path.is_file() else None
+
+
+def load_run_config(path: Path) -> DictConfig:
+    """A run dir's config.yaml, with class paths of renamed packages brought up to date."""
+    text = path.read_text()
+    for old, new in MOVED.items():
+        text = text.replace(old, new)
+    return OmegaConf.create(text)
 
 
 def copy_unless_given(dst, src, keys, given: set[str], prefix: str) -> list[str]:

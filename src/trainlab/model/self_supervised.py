@@ -4,7 +4,7 @@ one ``loss(images, generator) -> (loss, features)``.
 The base owns:
 - the online monitors (linear probe and kNN fitted on a bank of training features gathered
   over ranks, collapse statistics) on the detached ``features`` the loss returns
-  (models/online_eval.py);
+  (model/networks/online_eval.py);
 - one AdamW over the ``trained`` networks (weight decay on matrices only);
 - per-optimizer-step LR, weight-decay and (optionally) EMA-momentum schedules;
 - the EMA of target networks (``ema_pairs``) after every optimizer step;
@@ -19,7 +19,7 @@ Conventions the rest of the template relies on:
   protocol's ``last4`` view, the one its linear probe chooses, so the monitors agree with it;
 - for masked methods, a ``masks`` generator of ``(batch_size, generator)``: the mask picture
   draws it with the run's seed (``run_seed()``, the one way a seed reaches a module);
-- attribute names ``encoder`` / ``target_encoder`` / ``predictor``: models/weights.py maps
+- attribute names ``encoder`` / ``target_encoder`` / ``predictor``: model/networks/weights.py maps
   checkpoints by these prefixes.
 """
 
@@ -28,8 +28,8 @@ import torch
 from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy
 
 from trainlab.evaluation.features import PROBE_BLOCKS
-from trainlab.models.masks import step_generator
-from trainlab.models.online_eval import OnlineEvaluator
+from trainlab.model.networks.masks import step_generator
+from trainlab.model.networks.online_eval import OnlineEvaluator
 from trainlab.optim.param_groups import decay_groups
 from trainlab.optim.schedules import cosine, linear, warmup_cosine, warmup_steps
 from trainlab.utils.seeding import run_seed

@@ -1,5 +1,5 @@
 """Supervised image classification, also linear probing and fine-tuning of pre-trained
-encoders (with ``models.encoder_classifier.EncoderClassifier`` as the network)."""
+encoders (with ``networks.encoder_classifier.EncoderClassifier`` as the network)."""
 
 from functools import partial
 

@@ -11,7 +11,7 @@ import torch.distributed as dist
 from lightning.pytorch.strategies import DDPStrategy as LightningDDPStrategy
 from torch.nn.parallel import DistributedDataParallel
 
-from trainlab.distributed.comm_hooks import CommHook, CommStats, CompressWrapper, build_comm_hook
+from trainlab.strategy.comm_hooks import CommHook, CommStats, CompressWrapper, build_comm_hook
 
 
 class DDPStrategy(LightningDDPStrategy):

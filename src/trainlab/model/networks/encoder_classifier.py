@@ -11,8 +11,8 @@ from typing import Literal
 import torch
 from torch import nn
 
-from trainlab.models.vit import ViTEncoder
-from trainlab.models.weights import ijepa_parts, load_into, read_state
+from trainlab.model.networks.vit import ViTEncoder
+from trainlab.model.networks.weights import ijepa_parts, load_into, read_state
 from trainlab.utils.errors import UserError
 
 log = logging.getLogger(__name__)

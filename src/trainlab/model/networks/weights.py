@@ -11,7 +11,7 @@ import torch
 
 from trainlab.utils.errors import UserError
 
-# Official I-JEPA predictor names -> ours (trainlab.models.predictor.Predictor).
+# Official I-JEPA predictor names -> ours (trainlab.model.networks.predictor.Predictor).
 PREDICTOR_KEYS = [
     (r"^predictor_embed\.", "embed."),
     (r"^predictor_blocks\.", "blocks."),

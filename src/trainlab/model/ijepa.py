@@ -8,13 +8,13 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from trainlab.models.flops import blocks_flops
-from trainlab.models.masks import MultiBlockMaskGenerator
-from trainlab.models.predictor import Predictor
-from trainlab.models.view_jitter import random_affine
-from trainlab.models.vit import ViTEncoder, gather_tokens
-from trainlab.models.weights import ijepa_parts, load_into, read_state
-from trainlab.modules.self_supervised import SelfSupervised
+from trainlab.model.networks.flops import blocks_flops
+from trainlab.model.networks.masks import MultiBlockMaskGenerator
+from trainlab.model.networks.predictor import Predictor
+from trainlab.model.networks.view_jitter import random_affine
+from trainlab.model.networks.vit import ViTEncoder, gather_tokens
+from trainlab.model.networks.weights import ijepa_parts, load_into, read_state
+from trainlab.model.self_supervised import SelfSupervised
 
 LOSSES = {"smooth_l1": F.smooth_l1_loss, "l1": F.l1_loss, "l2": F.mse_loss}
 

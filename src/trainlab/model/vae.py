@@ -11,14 +11,14 @@ import lightning as L
 import torch
 from torchmetrics import MeanMetric
 
-from trainlab.models.vae import VAENet
+from trainlab.model.networks.vae import VAENet
 
 EVAL_SEED = 1234  # fixes the binarisation / dequantisation noise of evaluation batches
 
 
 class VAE(L.LightningModule):
     """Args:
-    net: a ``VAENet`` (models/vae.py).
+    net: a ``VAENet`` (model/networks/vae.py).
     optimizer: partial of a torch optimizer.
     beta: weight of the KL term once warmed up.
     kl_warmup_steps: the KL weight rises linearly from 0 to ``beta`` over this many

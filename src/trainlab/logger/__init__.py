@@ -1,0 +1,1 @@
+"""Loggers beyond Lightning's own, as configs/logger chooses them."""

@@ -1,0 +1,1 @@
+"""LightningModules, what configs/model chooses; the networks they train are in networks/."""

@@ -1,0 +1,1 @@
+"""The networks, plain nn.Modules and their helpers: no Lightning, nothing of the package above."""

@@ -1,0 +1,1 @@
+"""Plugins of Lightning's Trainer, as configs/trainer plugs them in."""
