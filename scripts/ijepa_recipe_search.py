@@ -147,6 +147,15 @@ ROUND10: dict[str, list[str]] = {
 }
 VARIANTS.update(ROUND10)
 
+# Round 12: 4,000 images seen 45 times, and the online probe flattens over the last epochs:
+# does the encoder overfit the prediction task? Two regularisers the recipe lacks: stochastic
+# depth, and a weight decay that stays at its start value instead of rising to 0.4.
+ROUND12: dict[str, list[str]] = {
+    "r12_drop_path_0.1": ["model.encoder.drop_path_rate=0.1"],
+    "r12_wd_const_0.04": ["model.weight_decay=[0.04,0.04]"],
+}
+VARIANTS.update(ROUND12)
+
 # Round 7: round 6's clearest change at the recipe's full length (35 epochs then), 3 seeds,
 # against the recipe as it stood then (RECIPE_35: scripts/ijepa_results.py's 3 runs of that
 # recipe, moved to logs/recipe_search/runs/recipe_35_epochs_s<seed> when round 8 was adopted),
@@ -188,9 +197,17 @@ RATED_ROUNDS = {
     5: ROUND5,
     6: ROUND6,
     10: ROUND10,
+    12: ROUND12,
     **{n: dict([r]) for n, (r, _) in FULL_LENGTH.items()},
 }
-SIDE_BY_SIDE = {**ROUND2, **ROUND4, **ROUND5, **ROUND6, **ROUND10}  # two at a time, one thread each
+SIDE_BY_SIDE = {
+    **ROUND2,
+    **ROUND4,
+    **ROUND5,
+    **ROUND6,
+    **ROUND10,
+    **ROUND12,
+}  # two at a time, one thread each
 
 
 def pretrain(name: str, overrides: list[str], seed: int, threads: int | None = None) -> Path:
@@ -343,6 +360,12 @@ ROUND_TEXT = {
         "Round 5's command line and seed; `r5_base` is the row to beat. The context encoder sees\n"
         "each image rotated, shifted and rescaled at random (`model.context_jitter`, up to the\n"
         "degrees / fraction of the side / zoom named), the target encoder the image itself.",
+    ),
+    12: (
+        "regularisers against overfitting the prediction task, 20 epochs",
+        "Round 5's command line and seed; `r5_base` is the row to beat. Stochastic depth 0.1 in\n"
+        "the encoder (`model.encoder.drop_path_rate`, both encoders: the target is its EMA), and\n"
+        "a weight decay held at 0.04 instead of the cosine rise to 0.4.",
     ),
 }
 

@@ -281,3 +281,33 @@ def test_var_cov_adds_its_weighted_term_to_the_loss(tmp_path):
         model.hparams.var_cov = 0.0  # same weights, masks and images: only the term differs
         without = model.loss(images, step_generator(0, 0, 0))[0]
     assert with_term - without > 1e-3
+
+
+def test_a_jittered_context_changes_the_loss_not_the_targets_or_the_monitors(tmp_path):
+    from trainlab.model.networks.masks import step_generator
+    from trainlab.model.networks.view_jitter import random_affine
+
+    model, data = tiny_ijepa(tmp_path, "model.context_jitter={degrees:10,translate:0.1,scale:0.1}")
+    data.setup()
+    images = data.on_after_batch_transfer(next(iter(data.train_dataloader())), 0)[0]
+    with torch.no_grad():
+        jittered, features = model.loss(images, step_generator(0, 0, 0))
+        model.hparams.context_jitter = None  # same weights and masks: only the view differs
+        plain, same_features = model.loss(images, step_generator(0, 0, 0))
+    assert abs(jittered - plain) > 1e-4 and torch.equal(features, same_features)
+    # no deformation is the identity; a shift moves the image
+    g = torch.Generator().manual_seed(0)
+    assert torch.allclose(random_affine(images, g, 0, 0, 0), images, atol=1e-4)
+    assert not torch.allclose(random_affine(images, g, 0, 0.2, 0), images, atol=1e-2)
+
+
+def test_stochastic_depth_regularises_the_context_encoder_never_the_targets(tmp_path):
+    # depth 2: timm's rates rise linearly from 0 at the first block to 0.5 at the last
+    model, data = tiny_ijepa(tmp_path, "model.encoder.drop_path_rate=0.5", "model.encoder.depth=2")
+    data.setup()
+    images = data.on_after_batch_transfer(next(iter(data.train_dataloader())), 0)[0]
+    model.train()
+    assert model.encoder.training and not model.target_encoder.training
+    with torch.no_grad():
+        assert torch.equal(model.targets(images)[1], model.targets(images)[1])
+        assert not torch.equal(model.encoder(images), model.encoder(images))

@@ -88,6 +88,13 @@ class IJEPA(SelfSupervised):
         """The evaluation representation: the target encoder's average-pooled features."""
         return self.target_encoder.pooled(images)
 
+    def train(self, mode: bool = True):
+        """The target encoder always runs as in evaluation, so stochastic depth
+        (``encoder.drop_path_rate``) regularises the context encoder, never the targets."""
+        super().train(mode)
+        self.target_encoder.eval()
+        return self
+
     def ema_pairs(self):
         return [(self.target_encoder, self.encoder)]
 
