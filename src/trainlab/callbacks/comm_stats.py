@@ -4,7 +4,7 @@ from lightning.pytorch.callbacks import Callback
 
 
 class CommStatsLogger(Callback):
-    """Reads the byte counts that ``trainlab.strategy.DDPStrategy`` keeps for its hook.
+    """Reads the byte counts that ``trainlab.strategy.ddp.DDPStrategy`` keeps for its hook.
 
     train.py adds it whenever the strategy has a comm hook; without one it logs nothing.
     """
