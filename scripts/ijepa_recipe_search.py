@@ -156,6 +156,17 @@ ROUND12: dict[str, list[str]] = {
 }
 VARIANTS.update(ROUND12)
 
+# Round 14: two changes of kind, not of degree, after rounds 5-13 found no schedule, view or
+# size that closes the gap. SIGReg (LeJEPA) in place of var_cov: an isotropic-Gaussian target
+# for the pooled features, where var_cov only spreads and decorrelates them. And a CNN patch
+# stem that stays inside each patch (model/networks/patch_stem.py): convolutional filters
+# for the local strokes, with no leak of the masked targets' pixels into the context.
+ROUND14: dict[str, list[str]] = {
+    "r14_sigreg_0.05": ["model.var_cov=0.0", "model.sigreg=0.05"],
+    "r14_patch_cnn_32": ["model.encoder.stem_width=32"],
+}
+VARIANTS.update(ROUND14)
+
 # Round 7: round 6's clearest change at the recipe's full length (35 epochs then), 3 seeds,
 # against the recipe as it stood then (RECIPE_35: scripts/ijepa_results.py's 3 runs of that
 # recipe, moved to logs/recipe_search/runs/recipe_35_epochs_s<seed> when round 8 was adopted),
@@ -201,6 +212,7 @@ RATED_ROUNDS = {
     6: ROUND6,
     10: ROUND10,
     12: ROUND12,
+    14: ROUND14,
     **{n: dict([r]) for n, (r, _) in FULL_LENGTH.items()},
 }
 SIDE_BY_SIDE = {
@@ -210,6 +222,7 @@ SIDE_BY_SIDE = {
     **ROUND6,
     **ROUND10,
     **ROUND12,
+    **ROUND14,
 }  # two at a time, one thread each
 
 
@@ -369,6 +382,12 @@ ROUND_TEXT = {
         "Round 5's command line and seed; `r5_base` is the row to beat. Stochastic depth 0.1 in\n"
         "the encoder (`model.encoder.drop_path_rate`, both encoders: the target is its EMA), and\n"
         "a weight decay held at 0.04 instead of the cosine rise to 0.4.",
+    ),
+    14: (
+        "changes of kind: SIGReg, a CNN patch stem, 20 epochs",
+        "Round 5's command line and seed; `r5_base` is the row to beat. SIGReg (LeJEPA) at weight\n"
+        "0.05 on the pooled context features in place of var_cov, and a CNN of 32 channels inside\n"
+        "each 7x7 patch in place of the linear patch embedding (its random encoder is rated anew).",
     ),
 }
 

@@ -270,6 +270,31 @@ def test_variance_covariance_penalises_collapse_not_spread():
     assert variance_covariance(correlated) > 5
 
 
+def test_sigreg_is_small_for_a_standard_gaussian_and_large_for_collapse_or_wrong_scale():
+    from trainlab.model.ijepa import sigreg
+
+    g = torch.Generator().manual_seed(0)
+    gaussian = torch.randn(256, 32, generator=g)
+    distance = lambda z: sigreg(z, torch.Generator().manual_seed(1)).item()  # noqa: E731
+    assert distance(gaussian) < 2  # B x the sampling noise of 256 draws, about 1
+    assert distance(torch.ones(256, 32) + 1e-3 * gaussian) > 20  # every image the same
+    assert distance(3 * gaussian) > 20  # isotropic but not unit scale: var_cov would pass it
+    assert distance(gaussian[:, :1].expand(-1, 32)) > 5  # one direction only
+
+
+def test_sigreg_adds_its_weighted_term_to_the_loss_and_leaves_the_masks(tmp_path):
+    from trainlab.model.networks.masks import step_generator
+
+    model, data = tiny_ijepa(tmp_path, "model.var_cov=0.0", "model.sigreg=1.0")
+    data.setup()
+    images = data.on_after_batch_transfer(next(iter(data.train_dataloader())), 0)[0]
+    with torch.no_grad():
+        with_term = model.loss(images, step_generator(0, 0, 0))[0]
+        model.hparams.sigreg = 0.0  # same weights and masks (drawn first): only the term differs
+        without = model.loss(images, step_generator(0, 0, 0))[0]
+    assert with_term - without > 1e-3
+
+
 def test_var_cov_adds_its_weighted_term_to_the_loss(tmp_path):
     from trainlab.model.networks.masks import step_generator
 

@@ -32,6 +32,17 @@ def test_keeping_all_tokens_is_the_full_forward_and_positions_are_frozen():
     assert enc.pooled(x).shape == (2, 192)
 
 
+def test_the_cnn_patch_stem_keeps_each_token_to_its_own_patch():
+    torch.manual_seed(0)
+    enc = ViTEncoder(img_size=28, patch_size=7, in_chans=1, size="vit_tiny", depth=1, stem_width=8)
+    x = torch.randn(2, 1, 28, 28)
+    y = x.clone()
+    y[0, 0, 6, 7] += 5  # the last row of patch 0, the first column of patch 1 (row-major)
+    changed = (enc.patch_embed(y) - enc.patch_embed(x)).abs().sum(-1)
+    assert changed[0].nonzero().flatten().tolist() == [1] and not changed[1].any()
+    assert enc(x).shape == (2, 16, 192) and enc.grid == (4, 4)
+
+
 def test_activation_checkpointing_gives_the_same_gradients():
     torch.manual_seed(0)
     plain = ViTEncoder(img_size=32, patch_size=4, in_chans=1, size="vit_tiny", depth=2)

@@ -30,6 +30,22 @@ def variance_covariance(z: torch.Tensor) -> torch.Tensor:
     return F.relu(1 - std).mean() + off.pow(2).sum() / z.shape[1]
 
 
+def sigreg(z: torch.Tensor, generator: torch.Generator, slices: int = 256) -> torch.Tensor:
+    """LeJEPA's SIGReg (Balestriero & LeCun 2025) on a batch of embeddings (B, D): how far each
+    of ``slices`` random 1-D projections is from N(0, 1), by the Epps-Pulley statistic (the
+    squared gap between the empirical and the Gaussian characteristic function, weighted by
+    the Gaussian's and integrated over t in [-5, 5]), times B, averaged over the projections.
+    Written here: no dependency of the template ships it. Directions come from the step's
+    generator, so every rank draws the same ones."""
+    directions = torch.randn(z.shape[1], slices, generator=generator).to(z)
+    directions = directions / directions.norm(dim=0)
+    t = torch.linspace(-5, 5, 17, device=z.device, dtype=z.dtype)
+    gaussian_cf = torch.exp(-t.square() / 2)
+    angles = (z @ directions).unsqueeze(-1) * t  # (B, slices, 17)
+    gap = (angles.cos().mean(0) - gaussian_cf).square() + angles.sin().mean(0).square()
+    return torch.trapezoid(gap * gaussian_cf, t, dim=-1).mean() * len(z)
+
+
 class IJEPA(SelfSupervised):
     """Context encoder + predictor trained by AdamW; target encoder = EMA of the encoder.
 
@@ -59,6 +75,7 @@ class IJEPA(SelfSupervised):
         loss: Literal["smooth_l1", "l1", "l2"] = "smooth_l1",
         target_layers: int = 1,
         var_cov: float = 0.0,
+        sigreg: float = 0.0,
         context_jitter: dict | None = None,
         probe_weight_decay: float = 1e-5,
         knn_k: int = 20,
@@ -132,6 +149,8 @@ class IJEPA(SelfSupervised):
         loss = self.loss_fn(pred.float(), target.float())
         if self.hparams.var_cov:
             loss = loss + self.hparams.var_cov * variance_covariance(ctx.float().mean(dim=1))
+        if self.hparams.sigreg:
+            loss = loss + self.hparams.sigreg * sigreg(ctx.float().mean(dim=1), generator)
         if self.training:
             self.log_dict(
                 {"train/ctx_tokens": float(context.shape[1]), "train/tgt_tokens": float(targets[0].numel())},

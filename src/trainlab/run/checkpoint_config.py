@@ -12,7 +12,7 @@ from trainlab.utils.logging import get_logger
 log = get_logger(__name__)
 
 # What the weights fix: the encoder's architecture and the input it was trained on.
-ENCODER_SHAPE = ("patch_size", "size", "depth", "init_values")
+ENCODER_SHAPE = ("patch_size", "size", "depth", "init_values", "stem_width")
 INPUT_FORMAT = ("image_size", "in_chans", "mean", "std")
 # Packages renamed when configs/ came to mirror src/trainlab/ folder for folder: a run dir
 # written before names its classes by the old paths, and still loads.

@@ -10,6 +10,8 @@ from timm.layers.pos_embed_sincos import build_sincos2d_pos_embed
 from timm.models.vision_transformer import VisionTransformer
 from torch.utils.checkpoint import checkpoint
 
+from trainlab.model.networks.patch_stem import patch_embed_layer
+
 # name: (embed_dim, depth, num_heads, mlp_ratio), as in timm and the I-JEPA paper.
 VIT_SIZES = {
     "vit_tiny": (192, 12, 3, 4.0),
@@ -58,9 +60,12 @@ class ViTEncoder(VisionTransformer):
         drop_path_rate: float = 0.0,
         init_values: float | None = None,
         grad_checkpointing: bool = False,
+        stem_width: int | None = None,
     ):
         """``size`` names a width/depth/heads preset of VIT_SIZES; ``depth`` overrides its depth
-        (small data sets on a CPU train a shallower stack of the same width)."""
+        (small data sets on a CPU train a shallower stack of the same width). ``stem_width``
+        embeds each patch by a small CNN of that many channels (patch_stem.py) instead of
+        timm's linear map."""
         embed_dim, preset_depth, num_heads, mlp_ratio = VIT_SIZES[size]
         depth = depth or preset_depth
         super().__init__(
@@ -78,6 +83,7 @@ class ViTEncoder(VisionTransformer):
             drop_path_rate=drop_path_rate,
             init_values=init_values,
             fix_init=True,
+            embed_layer=patch_embed_layer(stem_width),
         )
         self.grid = self.patch_embed.grid_size
         self.pos_embed.requires_grad_(False)

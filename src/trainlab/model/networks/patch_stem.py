@@ -1,0 +1,57 @@
+"""A convolutional patch embedding that never looks across patch borders.
+
+Small images give a ViT little to learn its local filters from, and early convolutions help
+it (Xiao et al. 2021, "Early convolutions help transformers see better"). A convolutional
+stem run over the whole image would let every token see its neighbours' pixels, and I-JEPA
+would then read the masked targets' borders through the context tokens. This stem runs a
+small CNN inside each patch on its own (zero padding at the patch's edge), so a token holds
+its own pixels only, as timm's linear patch embedding does. timm's ``HybridEmbed`` runs its
+backbone over the whole image, hence this module.
+"""
+
+from functools import partial
+
+import torch
+from timm.layers import PatchEmbed
+from torch import nn
+
+
+class PatchCNN(nn.Module):
+    """(B, C, H, W) -> (B, D, H/p, W/p): two 3x3 conv layers inside each p x p patch, then a
+    p x p convolution to the embedding width (the linear patch embedding on the CNN's maps)."""
+
+    def __init__(self, in_chans: int, embed_dim: int, patch_size: int, width: int):
+        super().__init__()
+        self.patch_size = patch_size
+        self.convs = nn.Sequential(
+            nn.Conv2d(in_chans, width, 3, padding=1),
+            nn.GELU(),
+            nn.Conv2d(width, width, 3, padding=1),
+            nn.GELU(),
+        )
+        self.proj = nn.Conv2d(width, embed_dim, kernel_size=patch_size, stride=patch_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, c, h, w = x.shape
+        p = self.patch_size
+        gh, gw = h // p, w // p
+        patches = x.unfold(2, p, p).unfold(3, p, p)  # (B, C, gh, gw, p, p)
+        patches = patches.permute(0, 2, 3, 1, 4, 5).reshape(b * gh * gw, c, p, p)
+        tokens = self.proj(self.convs(patches))  # (B * gh * gw, D, 1, 1)
+        return tokens.reshape(b, gh, gw, -1).permute(0, 3, 1, 2)
+
+
+class ConvPatchEmbed(PatchEmbed):
+    """timm's ``PatchEmbed`` (same attributes, same output) with ``PatchCNN`` as its
+    projection; ``width`` is the CNN's channel count."""
+
+    def __init__(self, *args, width: int = 32, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.proj = PatchCNN(
+            self.proj.in_channels, self.proj.out_channels, self.patch_size[0], width
+        )
+
+
+def patch_embed_layer(stem_width: int | None):
+    """The ``embed_layer`` for timm's VisionTransformer: its linear patch embedding for None."""
+    return PatchEmbed if not stem_width else partial(ConvPatchEmbed, width=stem_width)
