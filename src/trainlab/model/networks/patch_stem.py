@@ -18,11 +18,12 @@ from torch import nn
 
 class PatchCNN(nn.Module):
     """(B, C, H, W) -> (B, D, H/p, W/p): two 3x3 conv layers inside each p x p patch, then a
-    p x p convolution to the embedding width (the linear patch embedding on the CNN's maps)."""
+    p x p convolution to the embedding width (the linear patch embedding on the CNN's maps).
+    ``in_channels`` / ``out_channels`` are named as on the Conv2d it replaces, which callers read."""
 
     def __init__(self, in_chans: int, embed_dim: int, patch_size: int, width: int):
         super().__init__()
-        self.patch_size = patch_size
+        self.patch_size, self.in_channels, self.out_channels = patch_size, in_chans, embed_dim
         self.convs = nn.Sequential(
             nn.Conv2d(in_chans, width, 3, padding=1),
             nn.GELU(),
