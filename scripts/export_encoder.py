@@ -5,6 +5,9 @@
 The file loads into the matching timm model, e.g. for the ijepa experiment:
     timm.create_model("vit_huge_patch14_gap_224", num_classes=0, pretrained=True,
                       pretrained_cfg_overlay={"file": "encoder.safetensors"})
+A CNN patch stem (``model.encoder.stem_width``, as in ijepa_mnist) is not timm's: pass
+``embed_layer=trainlab.model.networks.patch_stem.patch_embed_layer(<stem_width>)`` to
+timm's VisionTransformer as well.
 """
 
 import argparse

@@ -68,7 +68,10 @@ VARIANTS[CHOSEN] = [f"experiment={CHOSEN}"]
 
 # Round 2 starts from the chosen recipe, shortened to 20 epochs so that two variants run side
 # by side (one thread each) in the time of one: its minutes are one-thread minutes.
-ROUND2_BASE = [f"experiment={CHOSEN}", "trainer.max_epochs=20", *RUN_FLAGS]
+# What round 16 adopted into ijepa_mnist, undone for the rounds before it (and round 16's
+# own runs): re-running a round from nothing runs what its table shows, not what it led to.
+BEFORE_ROUND16 = ["model.encoder.stem_width=null", "trainer.check_val_every_n_epoch=1"]
+ROUND2_BASE = [f"experiment={CHOSEN}", *BEFORE_ROUND16, "trainer.max_epochs=20", *RUN_FLAGS]
 ROUND2_SEED = 42  # the configs' default seed, which round 2 ran with (round 1: --seed)
 ROUND2: dict[str, list[str]] = {
     "r2_base": [],
@@ -179,15 +182,18 @@ VARIANTS.update(ROUND15)
 # against the recipe as it stood then (RECIPE_35: scripts/ijepa_results.py's 3 runs of that
 # recipe, moved to logs/recipe_search/runs/recipe_35_epochs_s<seed> when round 8 was adopted),
 # both rated here by the same eval.py command.
-ROUND7 = ("r7_batch_16", [f"experiment={CHOSEN}", "data.batch_size=16"])
+ROUND7 = (
+    "r7_batch_16",
+    [f"experiment={CHOSEN}", *BEFORE_ROUND16, "trainer.max_epochs=35", "data.batch_size=16"],
+)
 # Round 8: the same, for the most epochs that fit the 10-minute budget (35 take 7.5 minutes).
-ROUND8 = ("r8_epochs_45", [f"experiment={CHOSEN}", "trainer.max_epochs=45"])
+ROUND8 = ("r8_epochs_45", [f"experiment={CHOSEN}", *BEFORE_ROUND16, "trainer.max_epochs=45"])
 # Round 9: fewer validations (each fits the monitors' probe) buy more epochs in the same
 # minutes, against the recipe since round 8 (RECIPE_45: scripts/ijepa_results.py's runs of
-# it, linked in as logs/recipe_search/runs/recipe_45_epochs_s<seed>).
+# it, moved to logs/recipe_search/runs/recipe_45_epochs_s<seed> when round 16 was adopted).
 ROUND9 = (
     "r9_epochs_55_val_every_5",
-    [f"experiment={CHOSEN}", "trainer.max_epochs=55", "trainer.check_val_every_n_epoch=5"],
+    [*ROUND8[1], "trainer.max_epochs=55", "trainer.check_val_every_n_epoch=5"],
 )
 # Round 11: the context encoder reads 1.4 points above the target encoder (EMA) at the end
 # of the 45-epoch recipe (results/ijepa_results.md), and ending the EMA at 0.999 instead of
@@ -202,13 +208,13 @@ ROUND16 = ("r16_patch_cnn_16", [*ROUND8[1], "model.encoder.stem_width=16"])
 # The recipe a full-length round compares with: (name, overrides, what it is).
 RECIPE_35 = (
     "recipe_35_epochs",
-    [f"experiment={CHOSEN}", "trainer.max_epochs=35"],
+    [f"experiment={CHOSEN}", *BEFORE_ROUND16, "trainer.max_epochs=35"],
     "the recipe before round 8 was adopted (35 epochs take 7.5 minutes alone)",
 )
 RECIPE_45 = (
     "recipe_45_epochs",
     ROUND8[1],
-    "the recipe since round 8 (45 epochs take 7.7 minutes alone)",
+    "the recipe from round 8 to round 16 (45 epochs take 7.7 minutes alone)",
 )
 # Rounds of one change x 3 seeds against a recipe's own 3 runs: {round: (change, recipe)}.
 FULL_LENGTH = {
@@ -342,12 +348,13 @@ def round3_section(seeds: dict[int, tuple[dict, dict]], baseline: dict) -> list[
 def full_length_section(number: int, seeds: dict[int, tuple[dict, dict, dict]]) -> list[str]:
     """Per seed: the recipe's and the round's ratings; {seed: (recipe, round's, round's run)}."""
     (name, overrides), (recipe_name, recipe_overrides, recipe_is) = FULL_LENGTH[number]
+    change = " ".join(o for o in overrides if o not in recipe_overrides)
     mean = lambda rows, key: statistics.mean(r["metrics"][key] for r in rows)  # noqa: E731
     recipe = [r for r, _, _ in seeds.values()]
     ours = [m for _, m, _ in seeds.values()]
     base = recipe[0]["metrics"]
     return [
-        f"## Round {number}: `{' '.join(overrides[1:])}` at full length, {len(seeds)} seeds",
+        f"## Round {number}: `{change}` at full length, {len(seeds)} seeds",
         "",
         f"`python train.py {' '.join(overrides)} seed=<seed>`",
         f"against `{' '.join(recipe_overrides)}`, {recipe_is}: the same seeds,",

@@ -120,6 +120,7 @@ def classifier_overrides(dataset: str, pre_cfg) -> list[str]:
         f"model.net.encoder.patch_size={enc.patch_size}",
         f"model.net.encoder.size={enc.size}",
         f"model.net.encoder.depth={enc.depth}",
+        f"model.net.encoder.stem_width={enc.get('stem_width') or 'null'}",
     ]
 
 

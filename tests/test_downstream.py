@@ -154,7 +154,7 @@ def test_probe_takes_the_encoder_shape_from_the_checkpoints_run(tmp_path):
     )
     adopt_encoder_shape(cfg, given)
     enc = cfg.model.net.encoder
-    assert (enc.patch_size, enc.size, enc.depth) == (7, "vit_tiny", 3)
+    assert (enc.patch_size, enc.size, enc.depth, enc.stem_width) == (7, "vit_tiny", 3, 16)
     assert cfg.data.image_size == 28 and enc.img_size == 28  # ${data.image_size}
     # No run dir (an official or timm file): the config's shape stays.
     cfg = compose_cfg(tmp_path / "probe2", ["experiment=linear_probe", "model.init_from=/x.pth"])

@@ -5,6 +5,8 @@ import torch
 from test_ijepa import tiny_ijepa
 from timm.models.vision_transformer import VisionTransformer
 
+from trainlab.model.networks.patch_stem import patch_embed_layer
+from trainlab.model.networks.vit import ViTEncoder
 from trainlab.model.networks.weights import PREDICTOR_KEYS, export_target_encoder
 from trainlab.utils.errors import UserError
 
@@ -92,6 +94,34 @@ def test_timm_file_loads_into_both_encoders_and_export_round_trips(tmp_path):
     reference.load_state_dict(torch.load(out, weights_only=True), strict=True)
     x = torch.randn(2, 1, size, size)
     assert torch.allclose(reference.eval()(x), model.target_encoder.eval().pooled(x), atol=1e-5)
+
+
+def test_an_encoder_with_a_cnn_stem_exports_to_timm_given_its_embed_layer(tmp_path):
+    """ijepa_mnist's CNN patch stem is not timm's: timm loads the export strictly once it
+    builds the same stem (scripts/export_encoder.py says how)."""
+    torch.manual_seed(0)
+    enc = ViTEncoder(img_size=28, patch_size=7, in_chans=1, size="vit_tiny", depth=2, stem_width=8)
+    ckpt = tmp_path / "last.ckpt"
+    torch.save(
+        {"state_dict": {f"target_encoder.{k}": v for k, v in enc.state_dict().items()}}, ckpt
+    )
+    reference = VisionTransformer(
+        img_size=28,
+        patch_size=7,
+        in_chans=1,
+        num_classes=0,
+        global_pool="avg",
+        class_token=False,
+        fc_norm=False,
+        embed_dim=enc.embed_dim,
+        depth=2,
+        num_heads=enc.blocks[0].attn.num_heads,
+        embed_layer=patch_embed_layer(8),
+    )
+    out = export_target_encoder(ckpt, tmp_path / "encoder.pth")
+    reference.load_state_dict(torch.load(out, weights_only=True), strict=True)
+    x = torch.randn(2, 1, 28, 28)
+    assert torch.allclose(reference.eval()(x), enc.eval().pooled(x), atol=1e-5)
 
 
 def test_mismatched_weights_are_one_clear_error(tmp_path):
