@@ -69,6 +69,33 @@ def test_ema_steps_once_per_optimizer_step_under_accumulation(tmp_path, monkeypa
     assert all(not p.requires_grad for p in model.target_encoder.parameters())
 
 
+def test_validation_does_not_change_training(tmp_path):
+    """The monitors (probe fit, kNN) draw no training randomness: validating every epoch or
+    never gives bitwise the same weights, so ijepa_mnist may validate every 5 epochs."""
+    weights, validated = [], []
+    for every in (1, 3):
+        L.seed_everything(0)
+        model, data = tiny_ijepa(tmp_path / str(every))
+        start = model.encoder.blocks[0].attn.qkv.weight.clone()
+        trainer = L.Trainer(
+            accelerator="cpu",
+            max_epochs=2,
+            limit_train_batches=3,
+            limit_val_batches=2,
+            check_val_every_n_epoch=every,
+            num_sanity_val_steps=0,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+        )
+        trainer.fit(model, datamodule=data)
+        assert not torch.equal(start, model.encoder.blocks[0].attn.qkv.weight)  # it trained
+        validated.append("val/knn_acc" in trainer.callback_metrics)
+        weights.append({k: v for k, v in model.state_dict().items() if not k.startswith("online")})
+    assert validated == [True, False]
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+
+
 def test_target_encoder_is_the_ema_of_the_encoder(tmp_path):
     model, _ = tiny_ijepa(tmp_path)
     with torch.no_grad():
