@@ -28,6 +28,25 @@ def randomised(state):
     return {k: torch.randn_like(v) for k, v in state.items()}
 
 
+def timm_loads_strictly(path, enc, **kwargs) -> VisionTransformer:
+    """timm's VisionTransformer of ``enc``'s shape, with the exported file loaded strictly."""
+    reference = VisionTransformer(
+        img_size=enc.patch_embed.img_size[0],
+        patch_size=enc.patch_embed.patch_size[0],
+        in_chans=enc.patch_embed.proj.in_channels,
+        num_classes=0,
+        global_pool="avg",
+        class_token=False,
+        fc_norm=False,
+        embed_dim=enc.embed_dim,
+        depth=len(enc.blocks),
+        num_heads=enc.blocks[0].attn.num_heads,
+        **kwargs,
+    )
+    reference.load_state_dict(torch.load(path, weights_only=True), strict=True)
+    return reference
+
+
 @pytest.mark.parametrize("prefix", ["module.", ""])
 def test_official_checkpoint_loads_into_all_three_parts(tmp_path, prefix):
     model, _ = tiny_ijepa(tmp_path)
@@ -79,19 +98,7 @@ def test_timm_file_loads_into_both_encoders_and_export_round_trips(tmp_path):
     out = export_target_encoder(ckpt, tmp_path / "encoder.pth")
     enc = model.encoder
     size = enc.patch_embed.img_size[0]
-    reference = VisionTransformer(
-        img_size=size,
-        patch_size=4,
-        in_chans=1,
-        num_classes=0,
-        global_pool="avg",
-        class_token=False,
-        fc_norm=False,
-        embed_dim=enc.embed_dim,
-        depth=len(enc.blocks),
-        num_heads=enc.blocks[0].attn.num_heads,
-    )
-    reference.load_state_dict(torch.load(out, weights_only=True), strict=True)
+    reference = timm_loads_strictly(out, enc)
     x = torch.randn(2, 1, size, size)
     assert torch.allclose(reference.eval()(x), model.target_encoder.eval().pooled(x), atol=1e-5)
 
@@ -105,21 +112,8 @@ def test_an_encoder_with_a_cnn_stem_exports_to_timm_given_its_embed_layer(tmp_pa
     torch.save(
         {"state_dict": {f"target_encoder.{k}": v for k, v in enc.state_dict().items()}}, ckpt
     )
-    reference = VisionTransformer(
-        img_size=28,
-        patch_size=7,
-        in_chans=1,
-        num_classes=0,
-        global_pool="avg",
-        class_token=False,
-        fc_norm=False,
-        embed_dim=enc.embed_dim,
-        depth=2,
-        num_heads=enc.blocks[0].attn.num_heads,
-        embed_layer=patch_embed_layer(8),
-    )
     out = export_target_encoder(ckpt, tmp_path / "encoder.pth")
-    reference.load_state_dict(torch.load(out, weights_only=True), strict=True)
+    reference = timm_loads_strictly(out, enc, embed_layer=patch_embed_layer(8))
     x = torch.randn(2, 1, 28, 28)
     assert torch.allclose(reference.eval()(x), enc.eval().pooled(x), atol=1e-5)
 
