@@ -18,6 +18,7 @@ from trainlab.utils.errors import DataError
 # One short epoch on the CPU with checkpointing on: the optimized metric must exist.
 SHORT = [
     "trainer.max_epochs=1",
+    "trainer.check_val_every_n_epoch=1",  # recipes may validate every few epochs
     "trainer.limit_train_batches=2",
     "trainer.limit_val_batches=1",
     "trainer.limit_test_batches=1",
