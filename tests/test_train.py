@@ -317,3 +317,15 @@ def test_the_progress_line_ends_at_max_steps_when_they_stop_the_run_first(capsys
     last = [line for line in capsys.readouterr().out.splitlines() if line.startswith("epoch")][-1]
     assert last.startswith("epoch 1/300 | batch 4/") and "| step 4/4 |" in last
     assert last.endswith("ETA 0m00s"), last
+
+
+def test_a_shortened_recipe_warns_that_its_last_epochs_are_not_validated(tmp_path, caplog):
+    """ijepa_mnist validates every 5 epochs: cut to 3, it would end without a val/probe_acc."""
+    from trainlab.train import warn_unvalidated_epochs
+
+    warn_unvalidated_epochs(compose_cfg(tmp_path, ["experiment=ijepa_mnist"]))
+    assert "not validated" not in caplog.text
+    warn_unvalidated_epochs(
+        compose_cfg(tmp_path, ["experiment=ijepa_mnist", "trainer.max_epochs=3"])
+    )
+    assert "the last 3 epoch(s) are not validated" in caplog.text

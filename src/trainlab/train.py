@@ -184,11 +184,25 @@ def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir
     return metrics, best
 
 
+def warn_unvalidated_epochs(cfg: DictConfig) -> None:
+    """A recipe that validates every few epochs, shortened on the command line, would end
+    without validating its last epochs: no optimized metric, no best checkpoint for them."""
+    every, epochs = cfg.trainer.get("check_val_every_n_epoch"), cfg.trainer.get("max_epochs")
+    if isinstance(every, int) and isinstance(epochs, int) and 0 < epochs and epochs % every:
+        log.warning(
+            f"trainer.max_epochs={epochs} is not a multiple of trainer.check_val_every_n_epoch="
+            f"{every}: the last {epochs % every} epoch(s) are not validated, so "
+            f"{cfg.get('optimized_metric')} and the best checkpoint do not see them; "
+            f"add trainer.check_val_every_n_epoch=1 to validate every epoch"
+        )
+
+
 def accept_run(cfg: DictConfig) -> None:
     """Every check that can refuse the run, before anything is written to its run dir."""
     adopt_submitit_local_ranks()  # before anything asks which rank this is
     adopt_encoder_shape(cfg, rundir.command_line_overrides())  # a probe: its weights' shape
     check_config(cfg)
+    warn_unvalidated_epochs(cfg)
     refuse_multirun_under_torchrun()
     if rundir.is_global_zero():  # child ranks run rank 0's resolved copy of this config
         saved = Path(cfg.paths.output_dir) / "config.yaml"
