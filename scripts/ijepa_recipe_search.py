@@ -178,6 +178,15 @@ ROUND15: dict[str, list[str]] = {
 }
 VARIANTS.update(ROUND15)
 
+# Round 17: narrower read better in round 15 (16 > 32 > 64 channels), and a narrower stem is
+# also faster, which the CPU budget needs (the 16-channel stem costs 33 ms of a batch's
+# forward and backward against 0.8 ms for the linear embedding): does the trend go on?
+ROUND17: dict[str, list[str]] = {
+    "r17_patch_cnn_8": ["model.encoder.stem_width=8"],
+    "r17_patch_cnn_4": ["model.encoder.stem_width=4"],
+}
+VARIANTS.update(ROUND17)
+
 # Round 7: round 6's clearest change at the recipe's full length (35 epochs then), 3 seeds,
 # against the recipe as it stood then (RECIPE_35: scripts/ijepa_results.py's 3 runs of that
 # recipe, moved to logs/recipe_search/runs/recipe_35_epochs_s<seed> when round 8 was adopted),
@@ -232,6 +241,7 @@ RATED_ROUNDS = {
     12: ROUND12,
     14: ROUND14,
     15: {"r14_patch_cnn_32": ROUND14["r14_patch_cnn_32"], **ROUND15},
+    17: {"r15_patch_cnn_16": ROUND15["r15_patch_cnn_16"], **ROUND17},
     **{n: dict([r]) for n, (r, _) in FULL_LENGTH.items()},
 }
 SIDE_BY_SIDE = {
@@ -243,6 +253,7 @@ SIDE_BY_SIDE = {
     **ROUND12,
     **ROUND14,
     **ROUND15,
+    **ROUND17,
 }  # two at a time, one thread each
 
 
@@ -430,6 +441,13 @@ ROUND_TEXT = {
         "some of the pixels' information, so its random encoder reads lower than the linear\n"
         "patch embedding's (0.848): the 'random + 8' bar is easier to clear with it. Both ran\n"
         "while a fresh-clone test run shared the 2 cores: their minutes are inflated.",
+    ),
+    17: (
+        "a narrower CNN stem, 20 epochs",
+        "Round 5's command line and seed; `r5_base` is the row to beat, round 15's 16-channel stem\n"
+        "(adopted after round 16) the row beside it. Each stem's random encoder is rated anew.\n"
+        "The two new stems ran side by side, one thread each, with nothing else on the machine;\n"
+        "the older rows' minutes were taken beside a fresh-clone test run.",
     ),
 }
 
