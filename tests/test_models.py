@@ -8,6 +8,7 @@ import timm
 import torch
 
 from trainlab.model.networks.encoder_classifier import EncoderClassifier
+from trainlab.model.networks.patch_stem import PatchCNN
 from trainlab.model.networks.predictor import Predictor
 from trainlab.model.networks.vit import ViTEncoder
 
@@ -41,6 +42,21 @@ def test_the_cnn_patch_stem_keeps_each_token_to_its_own_patch():
     changed = (enc.patch_embed(y) - enc.patch_embed(x)).abs().sum(-1)
     assert changed[0].nonzero().flatten().tolist() == [1] and not changed[1].any()
     assert enc(x).shape == (2, 16, 192) and enc.grid == (4, 4)
+
+
+def test_the_cnn_patch_stem_as_matrices_computes_what_its_convolutions_compute():
+    """Small patches run each conv as one matmul (patch_stem.conv_as_matrix): same outputs,
+    same gradients for the conv weights, as running the Conv2d layers themselves."""
+    torch.manual_seed(0)
+    stem = PatchCNN(in_chans=1, embed_dim=32, patch_size=7, width=4)
+    patches = torch.randn(10, 1, 7, 7)
+    fast = stem.as_matrices(patches.flatten(1))
+    fast_grads = torch.autograd.grad(fast.square().sum(), list(stem.parameters()))
+    slow = stem.proj(stem.convs(patches)).flatten(1)
+    slow_grads = torch.autograd.grad(slow.square().sum(), list(stem.parameters()))
+    assert torch.allclose(fast, slow, atol=1e-5)
+    for a, b in zip(fast_grads, slow_grads, strict=True):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
 def test_activation_checkpointing_gives_the_same_gradients():
