@@ -59,10 +59,9 @@ def main():
     mask_times = masks.bench()
     images, labels = make_batch()
     step_times = step.bench(make_ijepa, images, labels)
-    reference = next(iter(step_times.values()))[0]
     step_rows = "\n".join(
         f"| {name} | {rate:.1f} | {'-' if tokens is None else f'{tokens:,.0f}'} "
-        f"| {rate / reference:.2f}x |"
+        f"| {rate / step_times[step.reference_for(name)][0]:.2f}x |"
         for name, (rate, tokens) in step_times.items()
     )
     startup_times = startup.bench()
@@ -95,9 +94,15 @@ reimplementation of how the official I-JEPA code runs its step (softmax attentio
 out, an EMA loop over parameters, the loss read on the host every step), not its code.
 Medians of 3 repeats of 15 timed steps; tokens are those IJEPA.count_work counts.
 
-| variant | samples/s | tokens/s | vs reference-style |
+| variant | samples/s | tokens/s | vs reference-style, same precision |
 |---|---|---|---|
 {step_rows}
+
+The bf16 rows run the step under CPU autocast. torch's fused (flash) attention has a slow
+bf16 backward on CPUs, so a bf16 run on a CPU writes attention out as the reference does
+(callbacks/cpu_bf16_attention.py); the "before" row keeps the fused kernel. bf16 is fast only
+where the CPU has bf16 matrix units (the machine line says "AMX bf16" where it does); without
+them it runs far slower than float32.
 
 ## Start-up (trainlab/bench/startup.py)
 

@@ -363,3 +363,22 @@ def test_stochastic_depth_regularises_the_context_encoder_never_the_targets(tmp_
     with torch.no_grad():
         assert torch.equal(model.targets(images)[1], model.targets(images)[1])
         assert not torch.equal(model.encoder(images), model.encoder(images))
+
+
+def test_bf16_on_a_cpu_writes_attention_out_and_float32_keeps_it_fused(tmp_path):
+    """callbacks.cpu_bf16_attention: every attention layer of encoder, target and predictor
+    switches in a bf16 run on a CPU (torch's fused CPU backward is slow in bf16), none in
+    float32."""
+    from types import SimpleNamespace
+
+    from trainlab.callbacks.cpu_bf16_attention import CpuBf16Attention
+
+    def fused_flags(model):
+        return [m.fused_attn for m in model.modules() if hasattr(m, "fused_attn")]
+
+    model, _ = tiny_ijepa(tmp_path)
+    assert len(fused_flags(model)) == 3 and all(fused_flags(model))  # encoder, target, predictor
+    CpuBf16Attention().on_fit_start(SimpleNamespace(precision="32-true"), model)
+    assert all(fused_flags(model))
+    CpuBf16Attention().on_fit_start(SimpleNamespace(precision="bf16-mixed"), model)
+    assert not any(fused_flags(model))

@@ -13,6 +13,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from trainlab.callbacks.cpu_bf16_attention import write_attention_out
 from trainlab.model.networks.masks import step_generator
 
 
@@ -59,16 +60,6 @@ def lightning_rate(make_model, images, labels, steps, warmup) -> float:
     return steps * len(images) / timer.seconds
 
 
-def reference_style(model) -> None:
-    """Make ``model`` run its step the way the reference I-JEPA code does, as GUIDE.md and the
-    paper describe it (reimplemented here, not copied): attention written out as softmax(q k^T) v
-    (timm's unfused path) and AdamW as a loop over tensors (torch's default on CPUs anyway).
-    The per-parameter EMA loop and the per-step host sync are in ``loop_rate``."""
-    for module in model.modules():
-        if hasattr(module, "fused_attn"):
-            module.fused_attn = False
-
-
 def loop_rate(
     make_model,
     images,
@@ -79,13 +70,21 @@ def loop_rate(
     fused_adamw=False,
     compiled=False,
     bf16=False,
+    fused_attention=False,
 ) -> tuple[float, float]:
     """(samples/s, tokens/s) of a bare PyTorch loop over the module's own step: masks, target forward,
-    context forward, predictor, loss, AdamW with the per-step schedules, EMA."""
+    context forward, predictor, loss, AdamW with the per-step schedules, EMA.
+
+    ``reference``: the step run the way the reference I-JEPA code runs it, as GUIDE.md and the
+    paper describe it (reimplemented here, not copied): attention written out as
+    softmax(q k^T) v (timm's unfused path), AdamW as a loop over tensors (torch's default on
+    CPUs anyway), an EMA loop over parameters and a host sync per step (below). trainlab
+    writes attention out too under bf16 on a CPU (callbacks.cpu_bf16_attention), unless
+    ``fused_attention`` keeps torch's fused kernel."""
     model = make_model()
     model.train()
-    if reference:
-        reference_style(model)
+    if reference or (bf16 and not fused_attention):
+        write_attention_out(model)
     if compiled:
         from trainlab.model.compile import compile_networks
 
@@ -125,6 +124,7 @@ def loop_rate(
 
 
 # Rows of the step table: name -> loop_rate's keyword arguments (None: through Lightning).
+# Each bf16 row is compared with the reference-style loop in bf16, the others with its float32.
 VARIANTS = {
     "reference-style bare loop (unfused attention, per-parameter EMA, sync per step)": {
         "reference": True
@@ -133,8 +133,30 @@ VARIANTS = {
     "trainlab through Lightning (eager)": None,
     "trainlab, bare loop, fused AdamW": {"fused_adamw": True},
     "trainlab, bare loop, torch.compile (compile=true)": {"compiled": True},
-    "trainlab, bare loop, bf16 autocast": {"bf16": True},
+    "trainlab, bare loop, fused AdamW + torch.compile": {"fused_adamw": True, "compiled": True},
+    "bf16: reference-style bare loop": {"reference": True, "bf16": True},
+    "bf16: trainlab, bare loop, torch's fused attention kernel (before)": {
+        "bf16": True,
+        "fused_attention": True,
+    },
+    "bf16: trainlab, bare loop (attention written out on a CPU)": {"bf16": True},
+    "bf16: trainlab, bare loop, fused AdamW": {"bf16": True, "fused_adamw": True},
+    "bf16: trainlab, bare loop, fused AdamW + torch.compile": {
+        "bf16": True,
+        "fused_adamw": True,
+        "compiled": True,
+    },
 }
+
+
+def reference_for(name: str) -> str:
+    """The reference-style row a variant's speed-up is measured against: same precision."""
+    bf16 = (VARIANTS[name] or {}).get("bf16", False)
+    return next(
+        n
+        for n, kw in VARIANTS.items()
+        if kw and kw.get("reference") and kw.get("bf16", False) == bf16
+    )
 
 
 def bench(make_model, images, labels, steps=15, warmup=3, repeats=3) -> dict:
