@@ -48,8 +48,8 @@ def test_the_cnn_patch_stem_as_matrices_computes_what_its_convolutions_compute()
     """Small patches run each conv as one matmul (patch_stem.conv_as_matrix): same outputs,
     same gradients for the conv weights, as running the Conv2d layers themselves."""
     torch.manual_seed(0)
-    stem = PatchCNN(in_chans=1, embed_dim=32, patch_size=7, width=4)
-    patches = torch.randn(10, 1, 7, 7)
+    stem = PatchCNN(in_chans=3, embed_dim=32, patch_size=7, width=4)
+    patches = torch.randn(10, 3, 7, 7)
     fast = stem.as_matrices(patches.flatten(1))
     fast_grads = torch.autograd.grad(fast.square().sum(), list(stem.parameters()))
     slow = stem.proj(stem.convs(patches)).flatten(1)
