@@ -243,6 +243,7 @@ RECIPE_45 = (
     ROUND8[1],
     "the recipe from round 8 to round 16 (45 epochs take 7.7 minutes alone)",
 )
+# Round 19 (60 epochs, adopted) ran by hand: its section in the results file gives the commands.
 # Rounds of one change x 3 seeds against a recipe's own 3 runs: {round: (change, recipe)}.
 FULL_LENGTH = {
     7: (ROUND7, RECIPE_35),
