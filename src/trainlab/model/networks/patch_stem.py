@@ -25,7 +25,8 @@ def conv_as_matrix(conv: nn.Conv2d, p: int) -> tuple[torch.Tensor, torch.Tensor]
     ``conv(x).flatten(1) == x.flatten(1) @ W + b``: the conv applied to each basis image, so its
     gradient reaches ``conv.weight``. Why: on a CPU, Conv2d's backward over thousands of 7x7
     maps takes 3x the time of this matmul (49 against 15 ms for a batch of 64 digits, 16
-    channels), although the matmul does p*p/9 times the FLOPs; for large patches it loses."""
+    channels), although the matmul does p*p/9 times the FLOPs; larger patches keep the convs
+    (``MATRIX_MAX_PATCH``: not measured there, the FLOPs grow with p*p)."""
     n = conv.in_channels * p * p
     basis = torch.eye(n, dtype=conv.weight.dtype, device=conv.weight.device)
     weight = F.conv2d(basis.view(n, conv.in_channels, p, p), conv.weight, padding=conv.padding)
