@@ -188,7 +188,7 @@ ROUND17: dict[str, list[str]] = {
 VARIANTS.update(ROUND17)
 
 # Round 18: the recipe as it is (16-channel stem), its stem now run as matrix products
-# (patch_stem.conv_as_matrix: the same function, 3x faster on a CPU, so the base is re-run),
+# (patch_stem.conv_as_matrix: the same function, 1.5x faster on a CPU, so the base is re-run),
 # with round 5's two schedule changes that lifted the linear probe at 20 epochs and were
 # never run at full length: the LR ending at 1e-4 (+2.2) and the EMA starting at 0.998 (+1.6).
 # Each traded linear for kNN here (+1.6 / -1.6 and +1.2 / -1.6): not adopted.
@@ -473,7 +473,7 @@ ROUND_TEXT = {
     18: (
         "the recipe's schedules, 20 epochs",
         "Round 5's command line and seed with the recipe's 16-channel CNN stem, now run as matrix\n"
-        "products (the same function, 3x faster on a CPU): `r18_base` is the row to beat, re-run\n"
+        "products (the same function, 1.5x faster on a CPU): `r18_base` is the row to beat, re-run\n"
         "with it. Round 5's two changes that lifted the linear probe at 20 epochs, never run at\n"
         "full length: the LR ending at 1e-4 instead of 1e-6, and the EMA starting at 0.998.\n"
         "Each row's random encoder is the stem's. Nothing else ran on the machine, an Intel Xeon.\n"
