@@ -335,6 +335,26 @@ def test_var_cov_adds_its_weighted_term_to_the_loss(tmp_path):
     assert with_term - without > 1e-3
 
 
+def test_invariance_adds_the_gap_between_pooled_context_and_pooled_target(tmp_path):
+    from trainlab.model.networks.masks import step_generator
+
+    # depth 2: the monitors' features hold two blocks, and the term must read the last one
+    model, data = tiny_ijepa(tmp_path, "model.invariance=2.0", "model.encoder.depth=2")
+    data.setup()
+    images = data.on_after_batch_transfer(next(iter(data.train_dataloader())), 0)[0]
+    with torch.no_grad():
+        model.encoder.blocks[-1].mlp.fc2.bias.add_(0.5)  # context and target encoders differ
+        with_term = model.loss(images, step_generator(0, 0, 0))[0]
+        model.hparams.invariance = 0.0  # same weights and masks (drawn first)
+        without = model.loss(images, step_generator(0, 0, 0))[0]
+        context = model.masks(len(images), step_generator(0, 0, 0)).context
+        gap = torch.nn.functional.mse_loss(
+            model.encoder(images, context).mean(dim=1), model.target_encoder.pooled(images)
+        )
+    assert gap > 1e-3
+    torch.testing.assert_close(with_term - without, 2.0 * gap, rtol=1e-4, atol=1e-6)
+
+
 def test_a_jittered_context_changes_the_loss_not_the_targets_or_the_monitors(tmp_path):
     from trainlab.model.networks.masks import step_generator
     from trainlab.model.networks.view_jitter import random_affine

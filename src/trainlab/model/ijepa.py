@@ -76,6 +76,7 @@ class IJEPA(SelfSupervised):
         target_layers: int = 1,
         var_cov: float = 0.0,
         sigreg: float = 0.0,
+        invariance: float = 0.0,
         context_jitter: dict | None = None,
         probe_weight_decay: float = 1e-5,
         knn_k: int = 20,
@@ -151,6 +152,12 @@ class IJEPA(SelfSupervised):
             loss = loss + self.hparams.var_cov * variance_covariance(ctx.float().mean(dim=1))
         if self.hparams.sigreg:
             loss = loss + self.hparams.sigreg * sigreg(ctx.float().mean(dim=1), generator)
+        if self.hparams.invariance:
+            # C-JEPA's invariance term (Mo & Tong 2024): the pooled context must match the
+            # pooled target features of the whole image (the last block's, no gradient).
+            pooled_target = features[:, -ctx.shape[-1] :].float()
+            invariance = F.mse_loss(ctx.float().mean(dim=1), pooled_target)
+            loss = loss + self.hparams.invariance * invariance
         if self.training:
             self.log_dict(
                 {"train/ctx_tokens": float(context.shape[1]), "train/tgt_tokens": float(targets[0].numel())},
