@@ -12,7 +12,8 @@ For each data set and seed:
    draws it). Standardisation and hyper-parameter choice use the full unlabelled train split
    and the labelled val split at every fraction;
 3. ``train.py experiment=supervised_vit`` (from scratch) and ``experiment=finetune`` from the
-   I-JEPA target encoder and from random weights, same ViT, at each fraction;
+   I-JEPA target encoder and from random weights, same ViT, at each fraction; the supervised
+   ViT's encoder is also rated frozen, by the protocol, on the labels it was trained with;
 4. agreement of the monitors with the protocol (same last.ckpt): the online val/probe_acc and
    val/knn_acc against features/*, and ``experiment=linear_probe`` at 100 % against the offline
    linear probe.
@@ -49,6 +50,10 @@ FRACTIONS = (1.0, 0.1, 0.01)
 EPOCHS = {1.0: 10, 0.1: 30, 0.01: 100}
 EVAL_EVERY = {1.0: 1, 0.1: 5, 0.01: 20}
 FROZEN_ROWS = ("raw pixels", "random encoder", "I-JEPA target encoder", "I-JEPA context encoder")
+# The supervised ViT's encoder, frozen and rated by the same protocol on the same labels it was
+# trained with: what the labels themselves give these features, the ceiling a kNN bar reads
+# against.
+SUPERVISED_FROZEN = "supervised ViT from scratch, frozen"
 TRAINED_ROWS = {  # row: (experiment, starts from the I-JEPA checkpoint?)
     "supervised ViT from scratch": ("supervised_vit", False),
     "fine-tune from I-JEPA": ("finetune", True),
@@ -111,6 +116,26 @@ def frozen_scores(run_dir: Path, seed: int) -> dict[str, dict[float, tuple[float
     return out
 
 
+def supervised_frozen_scores(run_dir: Path, supervised: dict[float, str], seed: int) -> dict:
+    """{fraction: (linear, kNN test acc)} of each supervised ViT's frozen encoder, each fraction
+    rated on the labelled subset its classifier was trained on; cached beside the frozen rows."""
+    cache = run_dir / "supervised_frozen_scores.json"
+    if cache.exists():
+        return {float(f): tuple(acc) for f, acc in json.loads(cache.read_text()).items()}
+    cfg = OmegaConf.load(run_dir / "config.yaml")
+    datamodule = instantiate(cfg.data)
+    datamodule.setup()
+    datasets, classes = datamodule.eval_splits(), datamodule.num_classes
+    out = {}
+    for fraction, ckpt in supervised.items():
+        encoder = load_encoder(cfg.model.encoder, ckpt, "encoder")  # the classifier's
+        feats, labels = extract_splits(encoder_views(encoder), datasets, SUPERVISED_FROZEN)
+        r = rate_features(*low_shot(feats, labels, fraction, seed), classes)
+        out[fraction] = (r.linear.test_acc, r.knn_acc)
+    cache.write_text(json.dumps(out))
+    return out
+
+
 def classifier_overrides(dataset: str, pre_cfg) -> list[str]:
     """The pre-training run's data and ViT shape, for supervised_vit / finetune / linear_probe."""
     enc = pre_cfg.model.encoder
@@ -125,7 +150,8 @@ def classifier_overrides(dataset: str, pre_cfg) -> list[str]:
 
 
 def trained_scores(dataset: str, seed: int, ckpt: str, shape: list[str]) -> dict:
-    """{row: {fraction: test acc}} for the rows trained by train.py."""
+    """{row: {fraction: test acc}} for the rows trained by train.py, and under "checkpoints"
+    {fraction: the supervised ViT's last.ckpt}."""
     out: dict[str, dict[float, float]] = {row: {} for row in TRAINED_ROWS}
     for fraction in FRACTIONS:
         for row, (experiment, pretrained) in TRAINED_ROWS.items():
@@ -145,6 +171,8 @@ def trained_scores(dataset: str, seed: int, ckpt: str, shape: list[str]) -> dict
                 "data.batch_size=32",  # 1 % of mnist5k is 40 images: one full batch at least
             )
             out[row][fraction] = run["metrics"]["test/acc"]
+            if experiment == "supervised_vit":
+                out.setdefault("checkpoints", {})[fraction] = run["checkpoints"]["last"]
     return out
 
 
@@ -156,7 +184,8 @@ def fmt(values: list[float]) -> str:
 def table(dataset: str, seeds: list[int], frozen: list[dict], trained: list[dict]) -> list[str]:
     head = "| encoder | " + " | ".join(f"{f:.0%} linear | {f:.0%} kNN" for f in FRACTIONS) + " |"
     lines = [head, "|---" * (1 + 2 * len(FRACTIONS)) + "|"]
-    for row in FROZEN_ROWS:
+    frozen_rows = [r for r in (*FROZEN_ROWS, SUPERVISED_FROZEN) if r in frozen[0]]
+    for row in frozen_rows:
         cells = []
         for f in FRACTIONS:
             cells += [fmt([s[row][f][0] for s in frozen]), fmt([s[row][f][1] for s in frozen])]
@@ -171,7 +200,7 @@ def table(dataset: str, seeds: list[int], frozen: list[dict], trained: list[dict
         "Per seed (linear / kNN, or test acc), seeds " + ", ".join(map(str, seeds)) + ":",
         "",
     ]
-    for row in FROZEN_ROWS:
+    for row in frozen_rows:
         per = "; ".join(
             f"{f:.0%}: " + ", ".join(f"{s[row][f][0]:.3f}/{s[row][f][1]:.3f}" for s in frozen)
             for f in FRACTIONS
@@ -222,8 +251,9 @@ def main() -> None:
             pre_cfg = OmegaConf.load(run_dir / "config.yaml")
             shape = classifier_overrides(dataset, pre_cfg)
             ckpt = pre["checkpoints"]["last"]
-            frozen.append(frozen_scores(run_dir, seed))
             trained.append(trained_scores(dataset, seed, ckpt, shape))
+            supervised = supervised_frozen_scores(run_dir, trained[-1]["checkpoints"], seed)
+            frozen.append({**frozen_scores(run_dir, seed), SUPERVISED_FROZEN: supervised})
             probe = train(
                 f"{dataset}_linear_probe_s{seed}",
                 "experiment=linear_probe",

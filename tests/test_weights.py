@@ -127,3 +127,21 @@ def test_mismatched_weights_are_one_clear_error(tmp_path):
         model.load_weights(str(tmp_path / "wrong.pth"))
     with pytest.raises(UserError, match="does not exist"):
         model.load_weights(str(tmp_path / "missing.pth"))
+
+
+def test_a_classifier_checkpoint_gives_its_encoder_to_the_feature_protocol(tmp_path):
+    from conftest import compose_cfg
+    from hydra.utils import instantiate
+
+    from trainlab.evaluation.checkpoint import load_encoder
+
+    cfg = compose_cfg(tmp_path, ["experiment=supervised_vit", "model.net.encoder.depth=1"])
+    classifier = instantiate(cfg.model)
+    with torch.no_grad():
+        classifier.net.encoder.blocks[0].mlp.fc2.bias.add_(1.0)  # not what a fresh init holds
+    path = tmp_path / "classifier.ckpt"
+    torch.save({"state_dict": classifier.state_dict()}, path)
+    # a classifier has no target encoder: the protocol rates its encoder, head left out
+    encoder = load_encoder(cfg.model.net.encoder, str(path), "target_encoder")
+    for key, value in classifier.net.encoder.state_dict().items():
+        assert torch.equal(encoder.state_dict()[key], value), key

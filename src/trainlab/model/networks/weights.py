@@ -84,13 +84,17 @@ def ijepa_parts(state: dict) -> dict[str, dict]:
 
     Accepts the official I-JEPA checkpoint (dicts under 'encoder', 'predictor',
     'target_encoder', keys with or without 'module.'), a timm ``*_ijepa`` encoder state dict
-    (loaded into both encoders), and a Lightning checkpoint of this project.
+    (loaded into both encoders), and a Lightning checkpoint of this project: I-JEPA's, or a
+    classifier's, whose encoder is rated.
     """
     if "state_dict" in state:  # a trainlab Lightning checkpoint
         sd = state["state_dict"]
+        # a classifier (supervised, probe or fine-tune) keeps its encoder under net.encoder
+        prefixes = {"encoder": "net.encoder" if "net.encoder.pos_embed" in sd else "encoder"}
+        prefixes |= {"target_encoder": "target_encoder", "predictor": "predictor"}
         parts = {
-            name: {k[len(name) + 1 :]: v for k, v in sd.items() if k.startswith(name + ".")}
-            for name in ("encoder", "target_encoder", "predictor")
+            name: {k[len(p) + 1 :]: v for k, v in sd.items() if k.startswith(p + ".")}
+            for name, p in prefixes.items()
         }
         return {k: v for k, v in parts.items() if v}
     if "encoder" in state and isinstance(state["encoder"], dict):
