@@ -77,6 +77,7 @@ def test_every_option_of_a_group_composes(cfg_factory, group):
         (["data.batch_size=0"], r"data.batch_size=0 must be at least 1"),
         (["data.batch_size=-1"], r"data.batch_size=-1 must be at least 1"),
         (["data.global_batch_size=0"], r"data.global_batch_size=0 must be at least 1"),
+        (["model.schedule_scale=0.5"], r"model.schedule_scale=0.5 would end the schedules"),
     ],
 )
 def test_values_that_cannot_work_are_refused_naming_the_key(cfg_factory, overrides, message):

@@ -81,6 +81,7 @@ class IJEPA(SelfSupervised):
         probe_weight_decay: float = 1e-5,
         knn_k: int = 20,
         bank_size: int = 4096,
+        schedule_scale: float = 1.0,
         init_from: str | None = None,
     ):
         # Built before the base's online probe: the order of random initialisations is part
@@ -88,7 +89,7 @@ class IJEPA(SelfSupervised):
         predictor = predictor(grid=encoder.grid, embed_dim=encoder.embed_dim)
         super().__init__(
             encoder, optimizer, num_classes, lr, warmup_epochs, weight_decay, ema,
-            probe_weight_decay, knn_k, bank_size,
+            probe_weight_decay, knn_k, bank_size, schedule_scale,
         )  # fmt: skip
         self.predictor: Predictor = predictor
         self.masks: MultiBlockMaskGenerator = masks(grid=encoder.grid)

@@ -43,6 +43,9 @@ class SelfSupervised(L.LightningModule):
     lr: (warm-up start, peak, cosine end) per optimizer step; warmup_epochs: its warm-up.
     weight_decay: (start, end), cosine, on weight matrices only.
     ema: (start, end) momentum of the targets in ``ema_pairs``, linear; None: no EMA.
+    schedule_scale: the LR, weight-decay and EMA schedules span this many times the run's
+        steps, so a run with a scale above 1 stops before they reach their ends (the official
+        I-JEPA code's ``ipe_scale``); the warm-up keeps its length in epochs.
     probe_weight_decay / knn_k / bank_size: the online monitors.
     """
 
@@ -66,6 +69,7 @@ class SelfSupervised(L.LightningModule):
         probe_weight_decay: float = 1e-5,
         knn_k: int = 20,
         bank_size: int = 4096,
+        schedule_scale: float = 1.0,
     ):
         super().__init__()
         # Collects the subclass's arguments too (Lightning walks the __init__ frames).
@@ -171,8 +175,9 @@ class SelfSupervised(L.LightningModule):
     def schedules(self, step: int) -> dict[str, float]:
         """LR, weight decay and EMA momentum at optimizer step ``step`` of the whole run
         (``trainer.estimated_stepping_batches`` counts devices, nodes and accumulation)."""
-        total = max(1, int(self.trainer.estimated_stepping_batches))
-        warmup = warmup_steps(self.hparams.warmup_epochs, total, self.trainer.max_epochs)
+        run_steps = max(1, int(self.trainer.estimated_stepping_batches))
+        warmup = warmup_steps(self.hparams.warmup_epochs, run_steps, self.trainer.max_epochs)
+        total = int(run_steps * self.hparams.schedule_scale)
         (lr0, lr_peak, lr_end), (wd0, wd_end) = self.hparams.lr, self.hparams.weight_decay
         out = {
             "lr": warmup_cosine(step, total, warmup, lr0, lr_peak, lr_end),

@@ -88,13 +88,20 @@ def check_types(node: DictConfig, path: str) -> None:
 
 def check_values(node: DictConfig, path: str) -> None:
     """Values of the right type that cannot work, found here rather than deep in a model or
-    a DataLoader: a patch size that does not divide the image, a batch size below 1."""
+    a DataLoader: a patch size that does not divide the image, a batch size below 1, schedules
+    that end before the run."""
     image, patch = node.get("img_size"), node.get("patch_size")
     if isinstance(image, int) and isinstance(patch, int) and patch > 0 and image % patch:
         raise ConfigError(
             f"{path}.img_size={image} (data.image_size) is not a multiple of "
             f"{path}.patch_size={patch}: set data.image_size to a multiple of {patch} "
             f"(e.g. {image // patch * patch or patch}) or change the patch size"
+        )
+    scale = node.get("schedule_scale")
+    if isinstance(scale, (int, float)) and scale < 1:
+        raise ConfigError(
+            f"{path}.schedule_scale={scale} would end the schedules before the run: use 1 "
+            "(they end with the run) or more (the run stops before they end)"
         )
     for key in ("batch_size", "eval_batch_size", "global_batch_size"):
         value = node.get(key)
