@@ -84,6 +84,14 @@ def low_shot(feats: dict, labels: dict, fraction: float, seed: int) -> tuple[dic
     return feats, {**labels, "train": labels["train"][keep]}
 
 
+def eval_data(run_dir: Path) -> tuple:
+    """(run config, {split: dataset} with the evaluation transform, number of classes)."""
+    cfg = OmegaConf.load(run_dir / "config.yaml")
+    datamodule = instantiate(cfg.data)
+    datamodule.setup()
+    return cfg, datamodule.eval_splits(), datamodule.num_classes
+
+
 def frozen_scores(run_dir: Path, seed: int) -> dict[str, dict[float, tuple[float, float]]]:
     """{row: {fraction: (linear test acc, kNN test acc)}} for the frozen rows, cached in the
     run dir (the grids take minutes per seed on a CPU)."""
@@ -91,10 +99,7 @@ def frozen_scores(run_dir: Path, seed: int) -> dict[str, dict[float, tuple[float
     if cache.exists():
         saved = json.loads(cache.read_text())
         return {row: {float(f): tuple(acc) for f, acc in by.items()} for row, by in saved.items()}
-    cfg = OmegaConf.load(run_dir / "config.yaml")
-    datamodule = instantiate(cfg.data)
-    datamodule.setup()
-    datasets, classes = datamodule.eval_splits(), datamodule.num_classes
+    cfg, datasets, classes = eval_data(run_dir)
     ckpt = str(run_dir / "checkpoints" / "last.ckpt")
     torch.manual_seed(seed)  # the random encoder, as eval.py draws it
     extractors = {
@@ -122,10 +127,7 @@ def supervised_frozen_scores(run_dir: Path, supervised: dict[float, str], seed: 
     cache = run_dir / "supervised_frozen_scores.json"
     if cache.exists():
         return {float(f): tuple(acc) for f, acc in json.loads(cache.read_text()).items()}
-    cfg = OmegaConf.load(run_dir / "config.yaml")
-    datamodule = instantiate(cfg.data)
-    datamodule.setup()
-    datasets, classes = datamodule.eval_splits(), datamodule.num_classes
+    cfg, datasets, classes = eval_data(run_dir)
     out = {}
     for fraction, ckpt in supervised.items():
         encoder = load_encoder(cfg.model.encoder, ckpt, "encoder")  # the classifier's
