@@ -14,6 +14,7 @@ from trainlab.data.low_shot import class_balanced_subset, labels_of
 from trainlab.model.classifier import Classifier
 from trainlab.model.networks.encoder_classifier import EncoderClassifier
 from trainlab.model.networks.vit import ViTEncoder
+from trainlab.utils.errors import DataError
 
 ENCODER = dict(img_size=16, patch_size=4, in_chans=1, size="vit_tiny", depth=4)
 
@@ -97,7 +98,7 @@ def test_layer_wise_lr_decay_gives_each_depth_its_rate():
     assert group_of[id(params["net.encoder.blocks.0.norm1.weight"])]["weight_decay"] == 0.0
 
 
-def test_low_shot_subset_is_class_balanced_and_reproducible(cfg_factory):
+def test_low_shot_subset_is_class_balanced_reproducible_and_at_least_one_batch(cfg_factory):
     datamodule = instantiate(cfg_factory("experiment=linear_probe").data)
     train, _, _ = datamodule.build_splits()
     labels = labels_of(train)
@@ -113,6 +114,11 @@ def test_low_shot_subset_is_class_balanced_and_reproducible(cfg_factory):
     dm.setup("fit")
     assert len(Counter(labels_of(dm.train_set.dataset).tolist())) == 10
     assert len(dm.train_set) < 0.02 * len(labels)
+    # Fewer images than one batch: the loader drops incomplete batches, so no step would run
+    # and the run would test an untrained model. A clear error instead.
+    assert len(dm.train_set) < dm.batch_size
+    with pytest.raises(DataError, match="fewer than data.batch_size"):
+        dm.train_dataloader()
 
 
 def test_probe_loads_the_chosen_encoder_of_a_pretraining_checkpoint(tmp_path):

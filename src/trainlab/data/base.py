@@ -186,6 +186,13 @@ class ImageDataModule(L.LightningDataModule):
             sampler = SeededSampler(
                 dataset, shuffle=True, seed=run_seed(), **self._sampler_kwargs()
             )
+            if self.drop_last and len(sampler) < self.batch_size:
+                # Lightning would run zero steps and test an untrained model without a word.
+                raise DataError(
+                    f"the train split has {len(sampler)} images per device, fewer than "
+                    f"data.batch_size={self.batch_size}: no full batch, so no training step "
+                    "would run; lower data.batch_size or raise data.train_fraction"
+                )
             # After a mid-epoch resume Lightning creates the iterator (and the stateful loader
             # fast-forwards it) before it sets the epoch: set it here, or epoch 0's order is used.
             sampler.set_epoch(self.trainer.current_epoch if self.trainer else 0)
