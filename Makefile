@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install the project with its dev tools
 
-train: $(STAMP) ## run the default job: I-JEPA on the embedded digits (CPU, ~3.5 min)
+train: $(STAMP) ## run the default job: I-JEPA on the embedded digits (CPU, ~4 min)
 	$(PY) train.py $(ARGS)
 
 test: $(STAMP) ## fast tests (under 10 minutes on 2 CPU cores)
