@@ -152,7 +152,8 @@ def classifier_overrides(dataset: str, pre_cfg) -> list[str]:
 
 
 def labelled_images(run_dir: Path, fraction: float) -> int:
-    """How many train images ``data.train_fraction=fraction`` keeps (at least one per class)."""
+    """How many train images ``data.train_fraction=fraction`` keeps: per class, so the same
+    for every seed (at least one image per class)."""
     _, datasets, _ = eval_data(run_dir)
     return len(class_balanced_subset(datasets["train"], fraction, seed=0))
 
