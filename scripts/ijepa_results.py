@@ -151,21 +151,16 @@ def classifier_overrides(dataset: str, pre_cfg) -> list[str]:
     ]
 
 
-def labelled_images(run_dir: Path, fraction: float) -> int:
-    """How many train images ``data.train_fraction=fraction`` keeps: per class, so the same
-    for every seed (at least one image per class)."""
-    _, datasets, _ = eval_data(run_dir)
-    return len(class_balanced_subset(datasets["train"], fraction, seed=0))
-
-
 def trained_scores(dataset: str, seed: int, ckpt: str, shape: list[str], run_dir: Path) -> dict:
     """{row: {fraction: test acc}} for the rows trained by train.py, and under "checkpoints"
     {fraction: the supervised ViT's last.ckpt}."""
     out: dict[str, dict[float, float]] = {row: {} for row in TRAINED_ROWS}
+    train_split = eval_data(run_dir)[1]["train"]
     for fraction in FRACTIONS:
         # Batch 32, or the whole labelled set where it is smaller (1 % of digits is 10
-        # images): the loaders drop incomplete batches.
-        batch_size = min(32, labelled_images(run_dir, fraction))
+        # images): the loaders drop incomplete batches. The subset's size is per class, the
+        # same for every seed.
+        batch_size = min(32, len(class_balanced_subset(train_split, fraction, seed=0)))
         for row, (experiment, pretrained) in TRAINED_ROWS.items():
             name = (
                 f"{dataset}_{experiment}_{'ijepa' if pretrained else 'scratch'}_f{fraction}_s{seed}"
