@@ -183,13 +183,18 @@ def test_non_finite_steps_can_be_skipped_and_are_counted(tmp_path, monkeypatch):
             )
 
 
-def test_an_error_in_training_saves_an_on_exception_checkpoint(tmp_path, monkeypatch, capfd):
+@pytest.mark.parametrize("at_step", [2, 0])
+def test_an_error_in_training_saves_an_on_exception_checkpoint(
+    tmp_path, monkeypatch, capfd, at_step
+):
+    """An error at step 2 keeps the state there; one before any step keeps no file (it would
+    hold the untrained weights)."""
     from trainlab.model.ijepa import IJEPA
 
     real_step = IJEPA.training_step
 
     def failing(self, batch, batch_idx):
-        if self.global_step == 2:
+        if self.global_step == at_step:
             raise RuntimeError("worker lost")
         return real_step(self, batch, batch_idx)
 
@@ -198,7 +203,10 @@ def test_an_error_in_training_saves_an_on_exception_checkpoint(tmp_path, monkeyp
     assert train_in_process(monkeypatch, tmp_path, *argv) == 1
     assert "RuntimeError: worker lost" in capfd.readouterr().err
     path = tmp_path / "train" / "runs" / "boom" / "checkpoints" / "on_exception.ckpt"
-    assert torch.load(path, weights_only=True)["global_step"] == 2
+    if at_step:
+        assert torch.load(path, weights_only=True)["global_step"] == at_step
+    else:
+        assert not path.exists()
 
 
 def test_step_checkpoints_keep_the_last_k(tmp_path, monkeypatch):

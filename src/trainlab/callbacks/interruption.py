@@ -20,7 +20,9 @@ that batch, or at the start of a validation that would follow it.
 
 On any other exception Lightning's OnExceptionCheckpoint calls ``trainer.save_checkpoint``,
 whose barrier waits for every rank: when one rank fails alone, it hangs until the process
-group times out. Here the failing rank writes its own state without any collective.
+group times out. Here the failing rank writes its own state without any collective, and
+nothing where no step ran (a data error before the first batch): such a file would hold the
+untrained initial weights under a name that reads like a result.
 """
 
 import os
@@ -138,6 +140,9 @@ class InterruptionCheckpoint(L.Callback):
             log.warning(
                 "no on_exception checkpoint under FSDP: saving sharded state needs every rank"
             )
+            return
+        if trainer.global_step == 0:
+            log.info("no on_exception checkpoint: the run stopped before its first step")
             return
         rank = trainer.global_rank
         path = self.dirpath / (
