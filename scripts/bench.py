@@ -11,7 +11,17 @@ from pathlib import Path
 
 import torch
 
-from trainlab.bench import collation, comm, cpu_model, masks, memory, startup, step, stream
+from trainlab.bench import (
+    collation,
+    comm,
+    cpu_model,
+    masks,
+    memory,
+    startup,
+    step,
+    step_profile,
+    stream,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,6 +74,7 @@ def main():
         f"| {rate / step_times[step.reference_for(name)][0]:.2f}x |"
         for name, (rate, tokens) in step_times.items()
     )
+    profiles = step_profile.bench(make_ijepa, images)
     startup_times = startup.bench()
     memory_use = memory.bench(make_ijepa, images)
     stream_rates = stream.bench()
@@ -101,8 +112,18 @@ Medians of 3 repeats of 15 timed steps; tokens are those IJEPA.count_work counts
 The bf16 rows run the step under CPU autocast. torch's fused (flash) attention has a slow
 bf16 backward on CPUs, so a bf16 run on a CPU writes attention out as the reference does
 (callbacks/cpu_bf16_attention.py); the "before" row keeps the fused kernel. bf16 is fast only
-where the CPU has bf16 matrix units (the machine line says "AMX bf16" where it does); without
-them it runs far slower than float32.
+where the CPU has bf16 instructions (the machine line says "AMX bf16" or "AVX-512 bf16" where
+it does); without them it runs far slower than float32.
+
+## Where the step's time goes (trainlab/bench/step_profile.py)
+
+trainlab's eager step above (bare loop), 10 steps under torch.profiler. Matrix products
+(linear layers and attention, forward and backward) are the same FLOPs in every faithful
+implementation at these token counts; everything else (norms, activations, casts, copies,
+AdamW, EMA) is what a faster step can remove. The last column is the bound that follows:
+the step's speed if all of it were gone and the products ran as they do now.
+
+{step_profile.table(profiles)}
 
 ## Start-up (trainlab/bench/startup.py)
 

@@ -7,11 +7,14 @@ from pathlib import Path
 
 
 def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo), else what platform knows; with "AMX bf16" where the
-    CPU has bf16 matrix units (bf16 then runs far faster than float32, without them slower)."""
+    """The CPU's model name (/proc/cpuinfo), else what platform knows; with "AMX bf16" or
+    "AVX-512 bf16" where the CPU has bf16 instructions (bf16 then runs faster than float32,
+    without them far slower)."""
     cpuinfo = Path("/proc/cpuinfo")
     lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
     names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
-    amx = any(line.startswith("flags") and " amx_bf16" in line for line in lines)
+    flags = next((line for line in lines if line.startswith("flags")), "").split()
     name = names[0] if names else platform.processor() or platform.machine()
-    return f"{name} with AMX bf16" if amx else name
+    if "amx_bf16" in flags:
+        return f"{name} with AMX bf16"
+    return f"{name} with AVX-512 bf16" if "avx512_bf16" in flags else name
