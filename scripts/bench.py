@@ -120,8 +120,9 @@ it does); without them it runs far slower than float32.
 trainlab's eager step above (bare loop), 10 steps under torch.profiler. Matrix products
 (linear layers and attention, forward and backward) are the same FLOPs in every faithful
 implementation at these token counts; everything else (norms, activations, casts, copies,
-AdamW, EMA) is what a faster step can remove. The last column is the bound that follows:
-the step's speed if all of it were gone and the products ran as they do now.
+AdamW, EMA, and the patch embedding's convolution, under 1 %) is what a faster step can
+remove. The last column is the bound that follows: the step's speed if all of it were gone
+and the products ran as they do now.
 
 {step_profile.table(profiles)}
 
