@@ -265,7 +265,7 @@ RECIPE_45 = (
     ROUND8[1],
     "the recipe from round 8 to round 16 (45 epochs take 7.7 minutes alone)",
 )
-# Round 19 (60 epochs, adopted) ran by hand: its section in the results file gives the commands.
+# Rounds 19 and 22-25 ran by hand: their sections in the results file give the commands.
 # Rounds of one change x 3 seeds against a recipe's own 3 runs: {round: (change, recipe)}.
 FULL_LENGTH = {
     7: (ROUND7, RECIPE_35),
@@ -618,7 +618,7 @@ def write_table(rows, baseline: dict, chosen: dict, round3: list[str], path: Pat
             6, [r for r in rows if r[0] == "r5_base"] + [r for r in rows if r[0] in ROUND6]
         ),
         f"Machine: {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPU cores, torch {torch.__version__}, fp32.",
+        f"{os.cpu_count()} CPU cores, torch {torch.__version__}, fp32 (bf16 where a round says so).",
         "",
     ]
     path.write_text("\n".join(lines))
