@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # The benchmark model: the default job's I-JEPA (ViT-Tiny/4, depth 4) at 32 px: 64 tokens.
 SHAPE = dict(img_size=32, patch_size=4, in_chans=1, size="vit_tiny", depth=4)
 BATCH = 64
+# The step table's repeats: 3 left bf16 rows 20 % apart between two runs an hour apart here.
+STEP_REPEATS = 5
 
 
 def make_ijepa(grad_checkpointing=False):
@@ -68,13 +70,13 @@ def machine() -> str:
 def main():
     mask_times = masks.bench()
     images, labels = make_batch()
-    step_times = step.bench(make_ijepa, images, labels)
+    step_times = step.bench(make_ijepa, images, labels, repeats=STEP_REPEATS)
     step_rows = "\n".join(
         f"| {name} | {rate:.1f} | {'-' if tokens is None else f'{tokens:,.0f}'} "
         f"| {rate / step_times[step.reference_for(name)][0]:.2f}x |"
         for name, (rate, tokens) in step_times.items()
     )
-    profiles = step_profile.bench(make_ijepa, images)
+    profiles = step_profile.bench(make_ijepa, images, labels)
     startup_times = startup.bench()
     memory_use = memory.bench(make_ijepa, images)
     stream_rates = stream.bench()
@@ -102,8 +104,11 @@ The default job's model (ViT-Tiny/4 depth 4, predictor 2 x 96) at 32 px, batch {
 images, the same batch and the same masks every step in every variant (so the same token
 counts), AdamW, schedules, online probe and EMA in all. The reference-style loop is a
 reimplementation of how the official I-JEPA code runs its step (softmax attention written
-out, an EMA loop over parameters, the loss read on the host every step), not its code.
-Medians of 3 repeats of 15 timed steps; tokens are those IJEPA.count_work counts.
+out, the predictor's last block on every row, an EMA loop over parameters, the loss read on
+the host every step), not its code. trainlab runs the predictor's last block on the target
+rows alone (their outputs are all the loss reads): the same predictions for fewer FLOPs.
+Medians of {STEP_REPEATS} repeats of 15 timed steps (this machine is shared and drifts by
+10 % or more between runs); tokens are those IJEPA.count_work counts.
 
 | variant | samples/s | tokens/s | vs reference-style, same precision |
 |---|---|---|---|
@@ -117,12 +122,12 @@ it does); without them it runs far slower than float32.
 
 ## Where the step's time goes (trainlab/bench/step_profile.py)
 
-trainlab's eager step above (bare loop), 10 steps under torch.profiler. Matrix products
-(linear layers and attention, forward and backward) are the same FLOPs in every faithful
-implementation at these token counts; everything else (norms, activations, casts, copies,
-AdamW, EMA, and the patch embedding's convolution, under 1 %) is what a faster step can
-remove. The last column is the bound that follows: the step's speed if all of it were gone
-and the products ran as they do now.
+trainlab's eager step above (bare loop), 10 steps under torch.profiler, and the FLOPs of
+those 10 steps' matrix products (linear layers and attention, forward and backward). Everything
+else (norms, activations, casts, copies, AdamW, EMA, Python between ops, and the patch
+embedding's convolution, under 1 %) is what cutting overhead can remove. The last column is
+the bound that follows: the step's speed if all of it were gone and the products ran as
+they do now. Beyond it a step must run fewer products or faster ones.
 
 {step_profile.table(profiles)}
 

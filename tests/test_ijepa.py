@@ -176,6 +176,39 @@ def test_loss_gradients_reach_encoder_and_predictor_but_not_the_target(tmp_path)
     assert features.shape == (len(images), model.encoder.embed_dim) and not features.requires_grad
 
 
+@pytest.mark.parametrize("fused_attn", [True, False])
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_predictor_last_block_on_target_rows_matches_every_row(fused_attn, checkpointing):
+    """The predictor's last block on the mask tokens' rows alone (block_on_rows) against
+    timm's Block on every row: the same predictions and the same gradients, with torch's
+    fused attention and written out (a bf16 run on a CPU), with and without checkpointing."""
+    from trainlab.model.networks.predictor import Predictor
+
+    torch.manual_seed(0)
+    predictor = Predictor((4, 4), 32, pred_dim=24, depth=2, num_heads=4,
+                          grad_checkpointing=checkpointing).train()  # fmt: skip
+    for block in predictor.blocks:
+        block.attn.fused_attn = fused_attn
+    context = torch.randn(3, 6, 32, requires_grad=True)
+    context_idx = torch.stack([torch.randperm(16)[:6] for _ in range(3)])
+    target_idx = torch.randint(0, 16, (3, 2, 4))
+    results = []
+    for all_rows in (True, False):
+        predictor.all_rows_in_last_block = all_rows
+        predictor.zero_grad()
+        context.grad = None
+        pred = predictor(context, context_idx, target_idx)
+        pred.square().sum().backward()
+        grads = [p.grad.clone() for p in predictor.parameters() if p.requires_grad]
+        results.append((pred.detach(), context.grad.clone(), grads))
+    (every, d_every, g_every), (rows, d_rows, g_rows) = results
+    assert rows.shape == (3, 2, 4, 32)
+    torch.testing.assert_close(rows, every)
+    torch.testing.assert_close(d_rows, d_every)
+    for a, b in zip(g_rows, g_every, strict=True):
+        torch.testing.assert_close(a, b)
+
+
 def test_step_tokens_and_flops_count_what_the_step_runs(tmp_path):
     """IJEPA.count_work (what tokens/s, TFLOP/s and MFU are made of) against the step itself:
     tokens from the step's masks, FLOPs within 3 % of FlopCounterMode over forward and

@@ -71,20 +71,25 @@ def loop_rate(
     compiled=False,
     bf16=False,
     fused_attention=False,
+    after_step=None,
 ) -> tuple[float, float]:
     """(samples/s, tokens/s) of a bare PyTorch loop over the module's own step: masks, target forward,
     context forward, predictor, loss, AdamW with the per-step schedules, EMA.
 
     ``reference``: the step run the way the reference I-JEPA code runs it, as GUIDE.md and the
     paper describe it (reimplemented here, not copied): attention written out as
-    softmax(q k^T) v (timm's unfused path), AdamW as a loop over tensors (torch's default on
+    softmax(q k^T) v (timm's unfused path), the predictor's last block on every row (whose
+    context rows are then thrown away), AdamW as a loop over tensors (torch's default on
     CPUs anyway), an EMA loop over parameters and a host sync per step (below). trainlab
     writes attention out too under bf16 on a CPU (callbacks.cpu_bf16_attention), unless
-    ``fused_attention`` keeps torch's fused kernel."""
+    ``fused_attention`` keeps torch's fused kernel. ``after_step()`` runs after every step
+    (step_profile.py passes its profiler's ``step``)."""
     model = make_model()
     model.train()
     if reference or (bf16 and not fused_attention):
         write_attention_out(model)
+    if reference:  # the reference runs the predictor's last block on every row
+        model.predictor.all_rows_in_last_block = True
     if compiled:
         from trainlab.model.compile import compile_networks
 
@@ -119,6 +124,8 @@ def loop_rate(
         else:
             model.update_target(s["ema"])
         tokens += model.step_tokens if step >= warmup else 0  # IJEPA.count_work's count
+        if after_step is not None:
+            after_step()
     seconds = time.perf_counter() - start
     return steps * len(images) / seconds, tokens / seconds
 

@@ -1,17 +1,17 @@
 """Where an I-JEPA training step's time goes: the matrix products against everything else.
 
-The step bench (step.py) compares whole steps. This one bounds what a faster step can gain
-at the same token counts: matrix products (linear layers, attention) are the
-same FLOPs in every faithful implementation, so the rest of the step (norms, activations,
-casts, copies, optimizer, EMA) is all a faster step can remove, unless it runs the same
-products faster. torch.profiler gives the shares, torch.utils.flop_counter the FLOPs.
+The step bench (step.py) compares whole steps. This one bounds what removing overhead can
+gain: the rest of the step (norms, activations, casts, copies, optimizer, EMA) is all that
+cutting overhead removes, so beyond that bound a faster step must run fewer matrix products
+(as the predictor's last block does, on its target rows alone) or run them faster.
+torch.profiler gives the shares, torch.utils.flop_counter the FLOPs.
 """
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
-from trainlab.callbacks.cpu_bf16_attention import write_attention_out
+from trainlab.bench.step import loop_rate
 from trainlab.model.networks.masks import step_generator
 
 # The kernels that run matrix products in the step (both attention paths included). The patch
@@ -26,44 +26,38 @@ MATRIX_OPS = {
 }
 
 
-def profile_step(make_model, images, bf16: bool, steps: int = 10, warmup: int = 3) -> dict:
-    """trainlab's eager step (bare loop, as step.py's), profiled over ``steps`` steps."""
+def profile_step(make_model, images, labels, bf16: bool, steps: int = 10, warmup: int = 3) -> dict:
+    """trainlab's eager step, step.py's bare loop as it is, profiled over ``steps`` steps after
+    ``warmup`` (model building and warm-up fall outside the profiler's active window)."""
+    schedule = torch.profiler.schedule(wait=0, warmup=warmup, active=steps, repeat=1)
+    traces = []
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule,
+        on_trace_ready=lambda done: traces.append(done.key_averages()),
+    ) as prof:
+        loop_rate(make_model, images, labels, steps, warmup, bf16=bf16, after_step=prof.step)
+    # The FLOPs of one step on the profiled masks: loop_rate's timed step j draws mask j.
     model = make_model().train()
-    if bf16:
-        write_attention_out(model)  # as a bf16 run on a CPU does
-    optimizer = model.configure_optimizers()
-
-    def step(i: int) -> None:
+    with FlopCounterMode(display=False) as counted:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss, _ = model.loss(images, step_generator(0, 0, i))
-        optimizer.zero_grad(set_to_none=True)
+            loss = sum(model.loss(images, step_generator(0, 0, j))[0] for j in range(steps))
         loss.backward()
-        optimizer.step()
-        model.update_target(0.998)
-
-    for i in range(warmup):
-        step(i)
-    with FlopCounterMode(display=False) as flops:
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss, _ = model.loss(images, step_generator(0, 0, 0))
-        loss.backward()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for i in range(steps):
-            step(i)
-    events = prof.key_averages()
+    (events,) = traces
     total = sum(e.self_cpu_time_total for e in events)
     matrix = sum(e.self_cpu_time_total for e in events if e.key in MATRIX_OPS)
     matrix_s = matrix / 1e6 / steps
+    gflop = counted.get_total_flops() / 1e9 / steps
     return {
         "step_ms": total / 1e3 / steps,
         "matrix_share": matrix / total,
-        "gflop": flops.get_total_flops() / 1e9,
-        "matrix_gflops": flops.get_total_flops() / 1e9 / matrix_s,
+        "gflop": gflop,
+        "matrix_gflops": gflop / matrix_s,
     }
 
 
-def bench(make_model, images) -> dict:
-    return {p: profile_step(make_model, images, p == "bf16") for p in ("float32", "bf16")}
+def bench(make_model, images, labels) -> dict:
+    return {p: profile_step(make_model, images, labels, p == "bf16") for p in ("float32", "bf16")}
 
 
 def table(results: dict) -> str:

@@ -25,17 +25,25 @@ flop_registry.setdefault(
 )
 
 
-def block_flops(tokens: int, dim: int, mlp_hidden: int) -> int:
+def block_flops(tokens: int, dim: int, mlp_hidden: int, queries: int | None = None) -> int:
     """Forward FLOPs of one ViT block on one sequence: the qkv, output projection and MLP
-    matmuls (2 per multiply-add) and attention's two tokens x tokens products."""
-    linear = 2 * tokens * dim * (3 * dim + dim + 2 * mlp_hidden)
-    attention = 2 * 2 * tokens * tokens * dim
+    matmuls (2 per multiply-add) and attention's two queries x tokens products. ``queries``:
+    the rows whose output is computed (all ``tokens`` unless given; keys and values see all)."""
+    queries = tokens if queries is None else queries
+    linear = 2 * tokens * dim * 2 * dim + 2 * queries * dim * (dim + dim + 2 * mlp_hidden)
+    attention = 2 * 2 * queries * tokens * dim
     return linear + attention
 
 
-def blocks_flops(blocks: nn.ModuleList, tokens: int) -> int:
-    """Forward FLOPs of a stack of timm ViT blocks on one sequence of ``tokens``."""
+def blocks_flops(blocks: nn.ModuleList, tokens: int, last_queries: int | None = None) -> int:
+    """Forward FLOPs of a stack of timm ViT blocks on one sequence of ``tokens``; the last
+    block computes only ``last_queries`` rows if given (the I-JEPA predictor's)."""
     return sum(
-        block_flops(tokens, block.attn.qkv.in_features, block.mlp.fc1.out_features)
-        for block in blocks
+        block_flops(
+            tokens,
+            block.attn.qkv.in_features,
+            block.mlp.fc1.out_features,
+            last_queries if i == len(blocks) - 1 else None,
+        )
+        for i, block in enumerate(blocks)
     )
