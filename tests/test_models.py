@@ -132,18 +132,37 @@ def test_block_flops_formula_matches_torch_flop_counter(tokens, dim, heads, fuse
     assert total == pytest.approx(3 * expected, rel=0.02)
 
 
+def test_patch_embed_flops_formula_matches_torch_flop_counter():
+    """flops.patch_embed_flops against FlopCounterMode for the CNN stem run as convolutions
+    (patches above MATRIX_MAX_PATCH) and for timm's linear embedding, on 2 images."""
+    from timm.layers import PatchEmbed
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from trainlab.model.networks.flops import patch_embed_flops
+    from trainlab.model.networks.patch_stem import MATRIX_MAX_PATCH, ConvPatchEmbed
+
+    p = MATRIX_MAX_PATCH + 2
+    for embed in (
+        ConvPatchEmbed(img_size=2 * p, patch_size=p, in_chans=3, embed_dim=32, width=8),
+        PatchEmbed(img_size=2 * p, patch_size=p, in_chans=3, embed_dim=32),
+    ):
+        with FlopCounterMode(display=False) as counted:
+            embed(torch.randn(2, 3, 2 * p, 2 * p))
+        assert counted.get_total_flops() == 2 * 4 * patch_embed_flops(embed)  # 2 images x 4 patches
+
+
 def test_the_model_summary_counts_the_evaluation_forward_flops(cfg_factory):
     """Lightning's summary runs the default job's example image through I-JEPA's forward (the
     target encoder): its FLOPs are the blocks' formula plus the patch embedding, exactly."""
     from hydra.utils import instantiate
     from lightning.pytorch.utilities.model_summary import ModelSummary
 
-    from trainlab.model.networks.flops import blocks_flops
+    from trainlab.model.networks.flops import blocks_flops, patch_embed_flops
 
     model = instantiate(cfg_factory().model)
     encoder = model.target_encoder
-    tokens, dim = encoder.num_patches, encoder.embed_dim
-    patch_embedding = 2 * tokens * dim * encoder.patch_embed.proj.weight[0].numel()
+    tokens = encoder.num_patches
+    patch_embedding = tokens * patch_embed_flops(encoder.patch_embed)
     summary = ModelSummary(model)
     assert summary.total_flops == blocks_flops(encoder.blocks, tokens) + patch_embedding
 

@@ -8,7 +8,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from trainlab.model.networks.flops import blocks_flops
+from trainlab.model.networks.flops import blocks_flops, patch_embed_flops
 from trainlab.model.networks.masks import MultiBlockMaskGenerator
 from trainlab.model.networks.predictor import Predictor
 from trainlab.model.networks.view_jitter import random_affine
@@ -170,12 +170,14 @@ class IJEPA(SelfSupervised):
     def count_work(self, batch: int, n: int, k: int, m: int, t: int) -> None:
         """Tokens and FLOPs of this training step, read by RunStats for tokens/s and MFU:
         the target encoder's forward on all n tokens, the context encoder's forward and
-        backward (x3) on the k context tokens, and the predictor's on m sequences of k + t
-        (its last block's queries, projection and MLP on the t target rows alone)."""
+        backward (x3) on the k context tokens (its patch embedding on all n), and the
+        predictor's on m sequences of k + t (its last block's queries, projection and MLP on
+        the t target rows alone)."""
         self.step_tokens = batch * (n + k + m * (k + t))
         last_queries = None if self.predictor.all_rows_in_last_block else t
         self.step_flops = batch * (
-            blocks_flops(self.target_encoder.blocks, n)
+            4 * n * patch_embed_flops(self.encoder.patch_embed)  # both encoders embed all n
+            + blocks_flops(self.target_encoder.blocks, n)
             + 3 * blocks_flops(self.encoder.blocks, k)
             + 3 * m * blocks_flops(self.predictor.blocks, k + t, last_queries)
         )

@@ -2,9 +2,9 @@
 
 torch.utils.flop_counter (and Lightning's measure_flops) count by running the model once
 per shape; I-JEPA's context and target lengths change every step with the masks, so that
-would be a counting pass per step. A block's FLOPs are a formula in its token count, which
-tests/test_models.py checks against FlopCounterMode. Norms, softmax and GELU are left out,
-as MFU is usually counted.
+would be a counting pass per step. A block's FLOPs are a formula in its token count, and so
+are the patch embedding's per token; tests/test_models.py checks both against
+FlopCounterMode. Norms, softmax and GELU are left out, as MFU is usually counted.
 """
 
 import torch
@@ -47,3 +47,18 @@ def blocks_flops(blocks: nn.ModuleList, tokens: int, last_queries: int | None = 
         )
         for i, block in enumerate(blocks)
     )
+
+
+def patch_embed_flops(embed: nn.Module) -> int:
+    """Forward FLOPs per token of a timm patch embedding: each Conv2d in it as a convolution
+    inside one patch (timm's linear embedding is one, patch_stem.py's CNN stem three; the stem
+    runs its convs as dense matrices on small patches, which do more FLOPs than the model
+    needs, and those are not counted)."""
+    ph, pw = embed.patch_size
+    total = 0
+    for conv in embed.modules():
+        if isinstance(conv, nn.Conv2d):
+            kh, kw = conv.kernel_size
+            positions = (ph // conv.stride[0]) * (pw // conv.stride[1])
+            total += 2 * conv.in_channels * conv.out_channels * kh * kw * positions // conv.groups
+    return total
