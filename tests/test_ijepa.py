@@ -179,7 +179,7 @@ def test_loss_gradients_reach_encoder_and_predictor_but_not_the_target(tmp_path)
 @pytest.mark.parametrize("fused_attn", [True, False])
 @pytest.mark.parametrize("checkpointing", [False, True])
 def test_predictor_last_block_on_target_rows_matches_every_row(fused_attn, checkpointing):
-    """The predictor's last block on the mask tokens' rows alone (block_on_rows) against
+    """The predictor's last block on the mask tokens' rows alone (RowsBlock) against
     timm's Block on every row: the same predictions and the same gradients, with torch's
     fused attention and written out (a bf16 run on a CPU), with and without checkpointing."""
     from trainlab.model.networks.predictor import Predictor

@@ -10,31 +10,37 @@ from torch.utils.checkpoint import checkpoint
 from trainlab.model.networks.vit import gather_tokens, run_blocks, sincos_pos_embed
 
 
-def block_on_rows(block: Block, x: torch.Tensor, start: int) -> torch.Tensor:
-    """``block(x)[:, start:]`` without the rows before ``start``: their queries, attention
-    output, projection and MLP would be thrown away, so only keys and values see every row.
+class RowsBlock(Block):
+    """timm's ViT Block whose ``forward(x, start)`` returns ``block(x)[:, start:]`` without
+    computing the rows before ``start``: their queries, attention output, projection and MLP
+    would be thrown away, so only keys and values see every row.
 
     Written by hand because timm's Block runs every row it is given. It follows timm's
     Attention.forward (fused kernel or written out, as ``attn.fused_attn`` says) and gives
-    the same numbers to float rounding (tests/test_ijepa.py).
+    the same numbers to float rounding (tests/test_ijepa.py). A subclass, not a function, so
+    the call goes through the module: FSDP gathers a block's parameters in its forward hooks.
     """
-    attn = block.attn
-    B, N, _ = x.shape
-    D, heads, head_dim = attn.attn_dim, attn.num_heads, attn.head_dim
-    h = block.norm1(x)
-    w_q, w_kv = attn.qkv.weight.split([D, 2 * D])
-    b_q, b_kv = (None, None) if attn.qkv.bias is None else attn.qkv.bias.split([D, 2 * D])
-    q = F.linear(h[:, start:], w_q, b_q).reshape(B, N - start, heads, head_dim).transpose(1, 2)
-    kv = F.linear(h, w_kv, b_kv).reshape(B, N, 2, heads, head_dim).permute(2, 0, 3, 1, 4)
-    q, (k, v) = attn.q_norm(q), (attn.k_norm(kv[0]), kv[1])
-    if attn.fused_attn:
-        dropout = attn.attn_drop.p if attn.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout)
-    else:
-        out = attn.attn_drop((q * attn.scale @ k.transpose(-2, -1)).softmax(dim=-1)) @ v
-    out = out.transpose(1, 2).reshape(B, N - start, D)
-    x = x[:, start:] + block.drop_path1(block.ls1(attn.proj_drop(attn.proj(attn.norm(out)))))
-    return x + block.drop_path2(block.ls2(block.mlp(block.norm2(x))))
+
+    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+        if not start:
+            return super().forward(x)
+        attn = self.attn
+        B, N, _ = x.shape
+        D, heads, head_dim = attn.attn_dim, attn.num_heads, attn.head_dim
+        h = self.norm1(x)
+        w_q, w_kv = attn.qkv.weight.split([D, 2 * D])
+        b_q, b_kv = (None, None) if attn.qkv.bias is None else attn.qkv.bias.split([D, 2 * D])
+        q = F.linear(h[:, start:], w_q, b_q).reshape(B, N - start, heads, head_dim).transpose(1, 2)
+        kv = F.linear(h, w_kv, b_kv).reshape(B, N, 2, heads, head_dim).permute(2, 0, 3, 1, 4)
+        q, (k, v) = attn.q_norm(q), (attn.k_norm(kv[0]), kv[1])
+        if attn.fused_attn:
+            dropout = attn.attn_drop.p if attn.training else 0.0
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout)
+        else:
+            out = attn.attn_drop((q * attn.scale @ k.transpose(-2, -1)).softmax(dim=-1)) @ v
+        out = out.transpose(1, 2).reshape(B, N - start, D)
+        x = x[:, start:] + self.drop_path1(self.ls1(attn.proj_drop(attn.proj(attn.norm(out)))))
+        return x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
 
 
 class Predictor(nn.Module):
@@ -43,7 +49,7 @@ class Predictor(nn.Module):
     Each of the M target blocks is predicted in its own sequence (the context repeated M
     times), so blocks do not see each other, as in the paper. Only the mask tokens' outputs
     are read, so the last block runs its queries, projection and MLP on those rows alone
-    (``block_on_rows``): the same predictions for fewer FLOPs (the step's speed-up:
+    (``RowsBlock``): the same predictions for fewer FLOPs (the step's speed-up:
     BENCHMARKS.md). ``all_rows_in_last_block`` runs every row, as the reference does.
     """
 
@@ -67,7 +73,7 @@ class Predictor(nn.Module):
         self.pos_embed = nn.Parameter(sincos_pos_embed(tuple(grid), pred_dim), requires_grad=False)
         rates = [drop_path_rate * i / max(1, depth - 1) for i in range(depth)]  # stochastic depth
         self.blocks = nn.ModuleList(
-            Block(pred_dim, num_heads, mlp_ratio, qkv_bias=True, drop_path=r) for r in rates
+            RowsBlock(pred_dim, num_heads, mlp_ratio, qkv_bias=True, drop_path=r) for r in rates
         )
         self.norm = nn.LayerNorm(pred_dim, eps=1e-6)
         self.proj = nn.Linear(pred_dim, embed_dim)
@@ -105,9 +111,9 @@ class Predictor(nn.Module):
             x = run_blocks(self.blocks, x, checkpointing)[:, K:]
         else:
             x = run_blocks(self.blocks[:-1], x, checkpointing)
-            last = (self.blocks[-1], x, K)
+            last = self.blocks[-1]
             if checkpointing:
-                x = checkpoint(block_on_rows, *last, use_reentrant=False)
+                x = checkpoint(last, x, K, use_reentrant=False)
             else:
-                x = block_on_rows(*last)
+                x = last(x, K)
         return self.proj(self.norm(x)).reshape(B, M, T, -1)
