@@ -1,4 +1,5 @@
-"""Matmul FLOPs of ViT blocks, from a formula, so every run can report TFLOP/s and MFU.
+"""Matmul FLOPs of ViT blocks and conv FLOPs of patch embeddings, from formulas, so every run
+can report TFLOP/s and MFU.
 
 torch.utils.flop_counter (and Lightning's measure_flops) count by running the model once
 per shape; I-JEPA's context and target lengths change every step with the masks, so that
