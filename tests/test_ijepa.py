@@ -178,10 +178,12 @@ def test_loss_gradients_reach_encoder_and_predictor_but_not_the_target(tmp_path)
 
 @pytest.mark.parametrize("fused_attn", [True, False])
 @pytest.mark.parametrize("checkpointing", [False, True])
-def test_predictor_last_block_on_target_rows_matches_every_row(fused_attn, checkpointing):
+@pytest.mark.parametrize("gated", [False, True])
+def test_predictor_last_block_on_target_rows_matches_every_row(fused_attn, checkpointing, gated):
     """The predictor's last block on the mask tokens' rows alone (RowsBlock) against
     timm's Block on every row: the same predictions and the same gradients, with torch's
-    fused attention and written out (a bf16 run on a CPU), with and without checkpointing."""
+    fused attention and written out (a bf16 run on a CPU), with and without checkpointing,
+    and with timm's optional attention output gate (a fork may turn it on)."""
     from trainlab.model.networks.predictor import Predictor
 
     torch.manual_seed(0)
@@ -189,6 +191,8 @@ def test_predictor_last_block_on_target_rows_matches_every_row(fused_attn, check
                           grad_checkpointing=checkpointing).train()  # fmt: skip
     for block in predictor.blocks:
         block.attn.fused_attn = fused_attn
+        if gated:
+            block.attn.gate = torch.nn.Linear(24, 24)
     context = torch.randn(3, 6, 32, requires_grad=True)
     context_idx = torch.stack([torch.randperm(16)[:6] for _ in range(3)])
     target_idx = torch.randint(0, 16, (3, 2, 4))

@@ -5,7 +5,6 @@ import torch.nn.functional as F
 from timm.layers import trunc_normal_
 from timm.models.vision_transformer import Block
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 from trainlab.model.networks.vit import gather_tokens, run_blocks, sincos_pos_embed
 
@@ -16,9 +15,10 @@ class RowsBlock(Block):
     would be thrown away, so only keys and values see every row.
 
     Written by hand because timm's Block runs every row it is given. It follows timm's
-    Attention.forward (fused kernel or written out, as ``attn.fused_attn`` says) and gives
-    the same numbers to float rounding (tests/test_ijepa.py). A subclass, not a function, so
-    the call goes through the module: FSDP gathers a block's parameters in its forward hooks.
+    Attention.forward (fused kernel or written out, as ``attn.fused_attn`` says, and its
+    optional output gate) and gives the same numbers to float rounding (tests/test_ijepa.py).
+    A subclass, not a function, so the call goes through the module: FSDP gathers a block's
+    parameters in its forward hooks.
     """
 
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
@@ -38,8 +38,10 @@ class RowsBlock(Block):
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout)
         else:
             out = attn.attn_drop((q * attn.scale @ k.transpose(-2, -1)).softmax(dim=-1)) @ v
-        out = out.transpose(1, 2).reshape(B, N - start, D)
-        x = x[:, start:] + self.drop_path1(self.ls1(attn.proj_drop(attn.proj(attn.norm(out)))))
+        out = attn.norm(out.transpose(1, 2).reshape(B, N - start, D))
+        if attn.gate is not None:  # timm's optional output gate, from the block's own rows
+            out = out * attn.gate(h[:, start:]).sigmoid()
+        x = x[:, start:] + self.drop_path1(self.ls1(attn.proj_drop(attn.proj(out))))
         return x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
 
 
@@ -111,9 +113,5 @@ class Predictor(nn.Module):
             x = run_blocks(self.blocks, x, checkpointing)[:, K:]
         else:
             x = run_blocks(self.blocks[:-1], x, checkpointing)
-            last = self.blocks[-1]
-            if checkpointing:
-                x = checkpoint(last, x, K, use_reentrant=False)
-            else:
-                x = last(x, K)
+            x = run_blocks(self.blocks[-1:], x, checkpointing, start=K)
         return self.proj(self.norm(x)).reshape(B, M, T, -1)

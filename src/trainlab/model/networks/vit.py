@@ -30,11 +30,17 @@ def gather_tokens(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return out.reshape(*index.shape, x.shape[-1])
 
 
-def run_blocks(blocks: torch.nn.ModuleList, x: torch.Tensor, checkpointing: bool) -> torch.Tensor:
-    """The blocks in order; with ``checkpointing`` each block's activations are recomputed in
-    the backward pass instead of kept (memory for compute). Encoder and predictor share it."""
+def run_blocks(
+    blocks: torch.nn.ModuleList, x: torch.Tensor, checkpointing: bool, **kwargs
+) -> torch.Tensor:
+    """The blocks in order, each called as ``block(x, **kwargs)``; with ``checkpointing`` each
+    block's activations are recomputed in the backward pass instead of kept (memory for
+    compute). Encoder and predictor share it."""
     for block in blocks:
-        x = checkpoint(block, x, use_reentrant=False) if checkpointing else block(x)
+        if checkpointing:
+            x = checkpoint(block, x, use_reentrant=False, **kwargs)
+        else:
+            x = block(x, **kwargs)
     return x
 
 
