@@ -167,9 +167,12 @@ def reference_for(name: str) -> str:
 
 
 def bench(make_model, images, labels, steps=15, warmup=3, repeats=3) -> dict:
-    """{variant: (median samples/s, median tokens/s or None through Lightning)}; variants
-    alternate in every repeat, so drift on a shared machine hits all of them. The compiled
-    loop gets 5 more warm-up steps (compilation, and a recompile for dynamic lengths)."""
+    """{variant: (median samples/s, median tokens/s or None through Lightning, speed-up)};
+    variants alternate in every repeat, so drift on a shared machine hits all of them. The
+    speed-up is (median, lowest, highest) over repeats of the variant's samples/s over its
+    reference-style row's in the same repeat: paired, so slow spells between repeats cancel.
+    The compiled loop gets 5 more warm-up steps (compilation, and a recompile for dynamic
+    lengths)."""
     rates = {name: [] for name in VARIANTS}
     for _ in range(repeats):
         for name, kwargs in VARIANTS.items():
@@ -179,10 +182,12 @@ def bench(make_model, images, labels, steps=15, warmup=3, repeats=3) -> dict:
                 extra = 5 if kwargs.get("compiled") else 0
                 rate = loop_rate(make_model, images, labels, steps, warmup + extra, **kwargs)
             rates[name].append(rate)
-    return {
-        name: (
+    out = {}
+    for name, runs in rates.items():
+        ratios = [r[0] / ref[0] for r, ref in zip(runs, rates[reference_for(name)], strict=True)]
+        out[name] = (
             statistics.median(r[0] for r in runs),
             None if runs[0][1] is None else statistics.median(r[1] for r in runs),
+            (statistics.median(ratios), min(ratios), max(ratios)),
         )
-        for name, runs in rates.items()
-    }
+    return out
