@@ -25,7 +25,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from torch.utils.data import TensorDataset
 
+from trainlab.bench import cpu_model
 from trainlab.data.low_shot import class_balanced_subset
 from trainlab.evaluation.checkpoint import load_encoder
 from trainlab.evaluation.features import encoder_views, pixel_views
@@ -238,7 +238,7 @@ def main() -> None:
         "# I-JEPA against its baselines, frozen and trained",
         "",
         f"Written by `python scripts/ijepa_results.py {' '.join(sys.argv[1:])}` on "
-        f"{datetime.date.today()}: {platform.machine()}, {os.cpu_count()} CPU cores, "
+        f"{datetime.date.today()}: {cpu_model()}, {os.cpu_count()} CPU cores, "
         f"torch {torch.__version__}, no GPU. Test split; mean ± std over seeds "
         f"{', '.join(map(str, args.seeds))}. Frozen rows: the protocol of `eval.py mode=features` "
         "(linear grid chosen on val, DINO kNN k=20). Trained rows: test/acc of train.py "
@@ -282,7 +282,7 @@ def main() -> None:
             )
         sections[dataset] = [
             f"## {dataset}: `python train.py experiment={RECIPES[dataset]}`, "
-            f"pre-training {fmt(minutes)} min ({datetime.date.today()})",
+            f"pre-training {fmt(minutes)} min ({datetime.date.today()}, {os.cpu_count()}-core {cpu_model()})",
             "",
             *table(dataset, args.seeds, frozen, trained),
             "",
