@@ -282,7 +282,8 @@ def main() -> None:
             )
         sections[dataset] = [
             f"## {dataset}: `python train.py experiment={RECIPES[dataset]}`, "
-            f"pre-training {fmt(minutes)} min ({datetime.date.today()}, {os.cpu_count()}-core {cpu_model()})",
+            f"pre-training {fmt(minutes)} min "
+            f"({datetime.date.today()}, {os.cpu_count()}-core {cpu_model()})",
             "",
             *table(dataset, args.seeds, frozen, trained),
             "",
