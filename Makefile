@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install train test test-slow test-full bench lint format clean
+.PHONY: help install train test test-slow test-full bench bench-gpu lint format clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -33,6 +33,9 @@ test-full: $(STAMP) ## all tests, slow ones included
 
 bench: $(STAMP) ## benchmarks; results go to BENCHMARKS.md
 	$(PY) scripts/bench.py
+
+bench-gpu: $(STAMP) ## on a CUDA GPU: MFU at ViT-H/14 and the step table; BENCHMARKS_GPU.md
+	$(PY) scripts/bench_gpu.py $(ARGS)
 
 lint: $(STAMP) ## ruff check
 	$(PY) -m ruff check src tests scripts train.py eval.py

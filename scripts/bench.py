@@ -5,8 +5,6 @@ over repeats), since this machine is shared and absolute numbers drift.
 """
 
 import datetime
-import os
-import platform
 from pathlib import Path
 
 import torch
@@ -14,7 +12,7 @@ import torch
 from trainlab.bench import (
     collation,
     comm,
-    cpu_model,
+    machine,
     masks,
     memory,
     startup,
@@ -56,15 +54,6 @@ def make_ijepa(grad_checkpointing=False):
 def make_batch():
     g = torch.Generator().manual_seed(0)
     return torch.randn(BATCH, 1, 32, 32, generator=g), torch.randint(0, 10, (BATCH,), generator=g)
-
-
-def machine() -> str:
-    cpu = cpu_model()
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return (
-        f"{cpu}, {os.cpu_count()} cores, {gpu}; Python {platform.python_version()}, "
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads"
-    )
 
 
 def main():
@@ -176,25 +165,17 @@ the mean training loss over the first and the last {comm.LAST} steps.
 
 {comm.table(comm_stats)}
 
-## On a GPU: MFU at ViT-H/14 bf16 (not measured here: this machine has no GPU)
+## On a GPU: BENCHMARKS_GPU.md (`make bench-gpu`)
 
-What to measure there: the paper's encoder (ViT-H/14 at 224 px, predictor 12 x 384) in
-bf16-mixed, on FakeData so that loading is not what is timed, 100 optimizer steps with
-`compile=true`:
-
-    python train.py experiment=ijepa data=fake data.image_size=224 data.train_size=16384 \\
-        data.global_batch_size=null data.batch_size=128 data.num_workers=8 \\
-        trainer.max_steps=100 trainer.log_every_n_steps=10 trainer.limit_val_batches=0 \\
-        test=false features.enabled=false compile=true run_name=mfu_h14
-
-The run summary and `metrics.json` (`run`) then hold `train_samples_per_s`,
-`train_tokens_per_s`, `train_tflops_per_s` (FLOPs counted once per shape by
-torch.utils.flop_counter) and `train_mfu`, against the device's bf16 peak from Lightning's
-table of GPUs (`peak_tflops=<TFLOP/s>` for one it does not know).
-Add `trainer.devices=8` for a node; MFU is per device. The same command with
-`trainer.accelerator=cpu trainer.precision=32-true model.encoder.depth=1
-model.predictor.depth=1 data.batch_size=4 trainer.max_steps=3 compile=false` was run here,
-to check that it composes and runs; it says nothing about speed.
+This machine has no GPU. On one, `make bench-gpu` (scripts/bench_gpu.py) runs the paper's
+encoder (ViT-H/14 at 224 px, predictor 12 x 384) in bf16-mixed through `python train.py`,
+eager and with `compile=true`, on FakeData so that loading is not what is timed, and reads
+`train/samples_per_s`, `train/tokens_per_s`, `train/tflops_per_s` and `train/mfu` from the
+run's logged intervals after the first (start-up and compilation). MFU is per device,
+against the GPU's dense bf16 peak (Lightning's table, corrected for the H200 in
+trainlab.callbacks.run_stats; `peak_tflops=<TFLOP/s>` for a GPU neither knows). It then
+runs the step table above on the GPU at ViT-B/16, 224 px, batch 64. The file says which
+GPU and torch wrote it.
 """
     (ROOT / "BENCHMARKS.md").write_text(text)
     print(text)

@@ -289,6 +289,42 @@ def test_run_stats_rates_are_work_over_time():
     }
 
 
+def test_run_summary_rates_leave_out_the_first_interval(monkeypatch):
+    """Compilation fills the first logged interval: the summary's rates start after it."""
+    from types import SimpleNamespace
+
+    from trainlab.callbacks import run_stats
+
+    clock = iter([0.0, 10.0, 11.0, 12.0, 12.0])  # start, three logged steps, end
+    monkeypatch.setattr(run_stats.time, "perf_counter", lambda: next(clock))
+    trainer = SimpleNamespace(
+        world_size=1,
+        _logger_connector=SimpleNamespace(should_update_logs=True),
+        strategy=SimpleNamespace(root_device=torch.device("cpu")),
+    )
+    module = SimpleNamespace(step_tokens=100, step_flops=0, log_dict=lambda rates: None)
+    stats = run_stats.RunStats()
+    stats.on_train_start(trainer, module)
+    for _ in range(3):
+        stats.on_train_batch_end(trainer, module, None, (torch.zeros(64, 1), None), 0)
+    stats.on_train_end(trainer, module)
+    summary = stats.summary()
+    assert summary["fit_seconds"] == 12.0
+    # the last two steps in the last two seconds, not 3 x 64 samples in 12 seconds
+    assert summary["train_samples_per_s"] == 64.0 and summary["train_tokens_per_s"] == 100.0
+
+
+def test_peak_tflops_is_dense_and_finds_the_h200(monkeypatch):
+    """Lightning's table lacks "NVIDIA H200" (it names form factors) and lists its sparse
+    peak; an H100 SXM it knows, at its dense peak."""
+    from trainlab.callbacks import run_stats
+
+    device = torch.device("cuda", 0)
+    for name, peak in [("NVIDIA H200", 989.4), ("NVIDIA H100 80GB HBM3", 989.4)]:
+        monkeypatch.setattr(run_stats.torch.cuda, "get_device_name", lambda d, n=name: n)
+        assert run_stats.peak_tflops(device, torch.bfloat16) == pytest.approx(peak)
+
+
 TRACE = Path(__file__).parent / "fixtures" / "default_job_trace.json"
 TRACE_KEYS = ("train/loss_step", "val/loss", "val/probe_acc", "val/knn_acc", "val/rankme")
 MONITOR_TOLERANCES = {

@@ -2,8 +2,11 @@
 compares two implementations side by side in one run and returns medians over repeats.
 Each also runs alone: ``python -m trainlab.bench.<name>``."""
 
+import os
 import platform
 from pathlib import Path
+
+import torch
 
 
 def cpu_model() -> str:
@@ -18,3 +21,12 @@ def cpu_model() -> str:
     if "amx_bf16" in flags:
         return f"{name} with AMX bf16"
     return f"{name} with AVX-512 bf16" if "avx512_bf16" in flags else name
+
+
+def machine() -> str:
+    """The benchmark files' machine line: CPU, cores, GPU, Python, torch, threads."""
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return (
+        f"{cpu_model()}, {os.cpu_count()} cores, {gpu}; Python {platform.python_version()}, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+    )

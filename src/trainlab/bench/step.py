@@ -30,24 +30,33 @@ class SameBatch(Dataset):
         return self.images, self.labels
 
 
+def sync(device: str) -> None:
+    """Wait for the GPU's queued kernels, so a wall-clock reading covers them."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
 class StepTimer(L.Callback):
-    def __init__(self, warmup):
-        self.warmup, self.start, self.steps = warmup, None, 0
+    def __init__(self, warmup, device):
+        self.warmup, self.device, self.start, self.steps = warmup, device, None, 0
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         if batch_idx == self.warmup:
+            sync(self.device)
             self.start = time.perf_counter()
 
     def on_train_end(self, trainer, pl_module):
+        sync(self.device)
         self.seconds = time.perf_counter() - self.start
 
 
-def lightning_rate(make_model, images, labels, steps, warmup) -> float:
+def lightning_rate(make_model, images, labels, steps, warmup, device="cpu") -> float:
     model = make_model()
-    timer = StepTimer(warmup)
+    timer = StepTimer(warmup, device)
     loader = DataLoader(SameBatch(images, labels, steps + warmup), batch_size=None)
     trainer = L.Trainer(
-        accelerator="cpu",
+        accelerator="gpu" if device == "cuda" else "cpu",
+        devices=1,
         max_epochs=1,
         logger=False,
         enable_checkpointing=False,
@@ -72,6 +81,7 @@ def loop_rate(
     bf16=False,
     fused_attention=False,
     after_step=None,
+    device="cpu",
 ) -> tuple[float, float]:
     """(samples/s, tokens/s) of a bare PyTorch loop over the module's own step: masks, target forward,
     context forward, predictor, loss, AdamW with the per-step schedules, EMA.
@@ -83,10 +93,11 @@ def loop_rate(
     CPUs anyway), an EMA loop over parameters and a host sync per step (below). trainlab
     writes attention out too under bf16 on a CPU (callbacks.cpu_bf16_attention), unless
     ``fused_attention`` keeps torch's fused kernel. ``after_step()`` runs after every step
-    (step_profile.py passes its profiler's ``step``)."""
-    model = make_model()
+    (step_profile.py passes its profiler's ``step``). ``device``: "cpu" or "cuda"."""
+    model = make_model().to(device)
     model.train()
-    if reference or (bf16 and not fused_attention):
+    images, labels = images.to(device), labels.to(device)
+    if reference or (bf16 and not fused_attention and device == "cpu"):
         write_attention_out(model)
     if reference:  # the reference runs the predictor's last block on every row
         model.predictor.all_rows_in_last_block = True
@@ -101,13 +112,14 @@ def loop_rate(
     total, tokens = steps + warmup, 0
     for step in range(total):
         if step == warmup:
+            sync(device)
             start = time.perf_counter()
         s = {"lr": 1e-3, "wd": 0.04, "ema": 0.996 + 0.004 * step / total}
         for group in optimizer.param_groups:
             group["lr"] = s["lr"]
             if group["decay"]:
                 group["weight_decay"] = s["wd"]
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
             # timed step j draws mask j in every variant, whatever its warm-up length
             masks = step - warmup if step >= warmup else steps + step
             loss, _ = model.loss(images, step_generator(0, 0, masks))
@@ -126,6 +138,7 @@ def loop_rate(
         tokens += model.step_tokens if step >= warmup else 0  # IJEPA.count_work's count
         if after_step is not None:
             after_step()
+    sync(device)
     seconds = time.perf_counter() - start
     return steps * len(images) / seconds, tokens / seconds
 
@@ -156,35 +169,59 @@ VARIANTS = {
 }
 
 
-def reference_for(name: str) -> str:
+# On a GPU trainlab keeps torch's fused attention kernel in bf16 too (cpu_bf16_attention acts
+# on CPUs alone): the CPU table's two bf16 attention rows are one row there. Compiled rows
+# take about a minute each to compile there: float32 keeps compile=true alone.
+GPU_VARIANTS = {name: VARIANTS[name] for name in list(VARIANTS)[:5]} | {
+    "bf16: reference-style bare loop": {"reference": True, "bf16": True},
+    "bf16: trainlab, bare loop (eager)": {"bf16": True},
+    "bf16: trainlab, bare loop, fused AdamW": {"bf16": True, "fused_adamw": True},
+    "bf16: trainlab, bare loop, fused AdamW + torch.compile": {
+        "bf16": True,
+        "fused_adamw": True,
+        "compiled": True,
+    },
+}
+
+
+def reference_for(name: str, variants: dict = VARIANTS) -> str:
     """The reference-style row a variant's speed-up is measured against: same precision."""
-    bf16 = (VARIANTS[name] or {}).get("bf16", False)
+    bf16 = (variants[name] or {}).get("bf16", False)
     return next(
         n
-        for n, kw in VARIANTS.items()
+        for n, kw in variants.items()
         if kw and kw.get("reference") and kw.get("bf16", False) == bf16
     )
 
 
-def bench(make_model, images, labels, steps=15, warmup=3, repeats=3) -> dict:
+def bench(
+    make_model, images, labels, steps=15, warmup=3, repeats=3, device="cpu", compiled=True
+) -> dict:
     """{variant: (median samples/s, median tokens/s or None through Lightning, speed-up)};
     variants alternate in every repeat, so drift on a shared machine hits all of them. The
     speed-up is (median, lowest, highest) over repeats of the variant's samples/s over its
     reference-style row's in the same repeat: paired, so slow spells between repeats cancel.
     The compiled loop gets 5 more warm-up steps (compilation, and a recompile for dynamic
-    lengths)."""
-    rates = {name: [] for name in VARIANTS}
+    lengths). ``device="cuda"`` runs GPU_VARIANTS on the GPU; ``compiled=False`` leaves out
+    the compiled rows."""
+    variants = GPU_VARIANTS if device == "cuda" else VARIANTS
+    if not compiled:
+        variants = {n: kw for n, kw in variants.items() if not (kw or {}).get("compiled")}
+    rates = {name: [] for name in variants}
     for _ in range(repeats):
-        for name, kwargs in VARIANTS.items():
+        for name, kwargs in variants.items():
             if kwargs is None:
-                rate = (lightning_rate(make_model, images, labels, steps, warmup), None)
+                rate = (lightning_rate(make_model, images, labels, steps, warmup, device), None)
             else:
                 extra = 5 if kwargs.get("compiled") else 0
-                rate = loop_rate(make_model, images, labels, steps, warmup + extra, **kwargs)
+                rate = loop_rate(
+                    make_model, images, labels, steps, warmup + extra, device=device, **kwargs
+                )
             rates[name].append(rate)
     out = {}
     for name, runs in rates.items():
-        ratios = [r[0] / ref[0] for r, ref in zip(runs, rates[reference_for(name)], strict=True)]
+        reference = rates[reference_for(name, variants)]
+        ratios = [r[0] / ref[0] for r, ref in zip(runs, reference, strict=True)]
         out[name] = (
             statistics.median(r[0] for r in runs),
             None if runs[0][1] is None else statistics.median(r[1] for r in runs),
