@@ -27,8 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Shapes: (encoder, predictor, batch). The paper's predictor for ViT-B is 6 x 384.
 FULL = (dict(img_size=224, patch_size=16, in_chans=3, size="vit_base"), (384, 6, 12), 64)
-# Timed steps and repeats of the step table: about 4 minutes on an H200.
-STEPS, REPEATS = 10, 3
+# Timed steps, warm-up steps and repeats of the step table. In the first run 10 timed bf16
+# steps took half a second on an H200 after 3 of warm-up, and single repeats ranged from
+# 0.21x to 2.11x (BENCHMARKS_GPU.md): longer timings, and more warm-up for lazy kernel
+# loading, since then (not yet run on a GPU).
+STEPS, WARMUP, REPEATS = 30, 5, 3
 PARTS = ("mfu_eager", "steps", "mfu_compile")
 QUICK = (dict(img_size=32, patch_size=4, in_chans=3, size="vit_tiny", depth=2), (96, 1, 4), 8)
 
@@ -62,6 +65,7 @@ def step_table(quick: bool, device: str, compiled: bool) -> str:
         images,
         labels,
         steps=5 if quick else STEPS,
+        warmup=3 if quick else WARMUP,
         repeats=1 if quick else REPEATS,
         device=device,
         compiled=compiled,
@@ -75,8 +79,8 @@ def step_table(quick: bool, device: str, compiled: bool) -> str:
 
 BENCHMARKS.md's step table on the GPU: the same batch and masks every step in every
 variant, ViT-B/16 at 224 px, batch 64, predictor 6 x 384, 4 targets (the paper's settings),
-medians of {REPEATS} repeats of {STEPS} timed steps, the GPU synchronised before each clock
-reading; float32 rows without TF32 (torch's default). In bf16 trainlab keeps torch's fused
+medians of {REPEATS} repeats of {STEPS} timed steps after {WARMUP} of warm-up, the GPU
+synchronised before each clock reading; float32 rows without TF32 (torch's default). In bf16 trainlab keeps torch's fused
 attention kernel, where the reference writes attention out.
 
 | variant | samples/s | tokens/s | vs reference-style, same precision (median) | range over repeats |
