@@ -90,6 +90,33 @@ def test_ema_steps_once_per_optimizer_step_under_accumulation(tmp_path, monkeypa
     assert all(not p.requires_grad for p in model.target_encoder.parameters())
 
 
+def test_per_step_numbers_are_logged_only_at_the_logging_interval(tmp_path, monkeypatch):
+    """Each self.log of a Python number is a host-to-device copy (a host sync on a GPU):
+    the schedules and token counts are logged at the steps the logger writes, and no others."""
+    from lightning.pytorch.loggers import CSVLogger
+
+    model, data = tiny_ijepa(tmp_path)
+    logged = []
+    log_dict = IJEPA.log_dict
+    monkeypatch.setattr(
+        IJEPA, "log_dict", lambda self, d, **kw: (logged.append(set(d)), log_dict(self, d, **kw))
+    )
+    trainer = L.Trainer(
+        accelerator="cpu",
+        max_steps=6,
+        log_every_n_steps=3,
+        limit_val_batches=0,
+        logger=CSVLogger(tmp_path, name="csv"),
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+    )
+    trainer.fit(model, datamodule=data)
+    written = logged_series(tmp_path / "csv", "train/lr")
+    assert len(written) == 2  # steps 3 and 6 of 6
+    for key in ("train/lr", "train/ctx_tokens"):
+        assert sum(key in keys for keys in logged) == len(written), key
+
+
 def test_validation_does_not_change_training(tmp_path):
     """The monitors (probe fit, kNN) draw no training randomness: validating every epoch or
     never gives bitwise the same weights, so ijepa_mnist may validate every 5 epochs."""

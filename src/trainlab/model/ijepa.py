@@ -160,9 +160,8 @@ class IJEPA(SelfSupervised):
             invariance = F.mse_loss(ctx.float().mean(dim=1), pooled_target)
             loss = loss + self.hparams.invariance * invariance
         if self.training:
-            self.log_dict(
-                {"train/ctx_tokens": float(context.shape[1]), "train/tgt_tokens": float(targets[0].numel())},
-                on_step=True,
+            self.log_numbers(
+                {"train/ctx_tokens": float(context.shape[1]), "train/tgt_tokens": float(targets[0].numel())}
             )  # fmt: skip
             self.count_work(len(images), num_tokens, context.shape[1], *targets.shape[1:])
         return loss, features

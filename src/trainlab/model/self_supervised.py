@@ -198,7 +198,15 @@ class SelfSupervised(L.LightningModule):
         if "ema" in s:
             self.update_target(s["ema"])
         names = {"lr": "train/lr", "wd": "train/wd", "ema": "train/ema_momentum"}
-        self.log_dict({names[k]: v for k, v in s.items()})
+        self.log_numbers({names[k]: v for k, v in s.items()})
+
+    def log_numbers(self, values: dict[str, float]) -> None:
+        """Per-step Python numbers, logged only at the steps whose metrics Lightning writes
+        (trainer.log_every_n_steps): self.log copies a number to the module's device, and on
+        a GPU that copy waits for every kernel queued so far, a host sync per step."""
+        trainer = self._trainer  # None in a bare loop (trainlab.bench.step)
+        if trainer is not None and trainer._logger_connector.should_update_logs:
+            self.log_dict(values)
 
     @torch.no_grad()
     def update_target(self, momentum: float) -> None:
