@@ -147,7 +147,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="toy sizes: check that it runs")
     parser.add_argument("--peak-tflops", type=float, default=None,
-                        help="the GPU's bf16 peak, where Lightning's table lacks it")  # fmt: skip
+                        help="the GPU's dense bf16 peak, where neither trainlab nor Lightning knows it")  # fmt: skip
     parser.add_argument("--out", default=str(ROOT / "BENCHMARKS_GPU.md"))
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=list(PARTS),
                         help="which measurements to run, in this order")  # fmt: skip

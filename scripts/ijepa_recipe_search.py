@@ -265,7 +265,7 @@ RECIPE_45 = (
     ROUND8[1],
     "the recipe from round 8 to round 16 (45 epochs take 7.7 minutes alone)",
 )
-# Rounds 19, 22-26, 28 and 29 ran by hand (their sections in the results file give the commands);
+# Rounds 19, 22-26 and 28-30 ran by hand (their sections in the results file give the commands);
 # round 27 rated existing checkpoints with a script not kept (its section says what it read).
 # Rounds of one change x 3 seeds against a recipe's own 3 runs: {round: (change, recipe)}.
 FULL_LENGTH = {
