@@ -80,8 +80,8 @@ def step_table(quick: bool, device: str, compiled: bool) -> str:
 BENCHMARKS.md's step table on the GPU: the same batch and masks every step in every
 variant, ViT-B/16 at 224 px, batch 64, predictor 6 x 384, 4 targets (the paper's settings),
 medians of {REPEATS} repeats of {STEPS} timed steps after {WARMUP} of warm-up, the GPU
-synchronised before each clock reading; float32 rows without TF32 (torch's default). In bf16 trainlab keeps torch's fused
-attention kernel, where the reference writes attention out.
+synchronised before each clock reading; float32 rows without TF32 (torch's default). In
+bf16 trainlab keeps torch's fused attention kernel, where the reference writes it out.
 
 | variant | samples/s | tokens/s | vs reference-style, same precision (median) | range over repeats |
 |---|---|---|---|---|
@@ -147,7 +147,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="toy sizes: check that it runs")
     parser.add_argument("--peak-tflops", type=float, default=None,
-                        help="the GPU's dense bf16 peak, where neither trainlab nor Lightning knows it")  # fmt: skip
+                        help="the GPU's dense bf16 peak, where neither trainlab nor "
+                        "Lightning knows it")  # fmt: skip
     parser.add_argument("--out", default=str(ROOT / "BENCHMARKS_GPU.md"))
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=list(PARTS),
                         help="which measurements to run, in this order")  # fmt: skip

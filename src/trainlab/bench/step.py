@@ -172,8 +172,9 @@ VARIANTS = {
 # On a GPU trainlab keeps torch's fused attention kernel in bf16 too (cpu_bf16_attention acts
 # on CPUs alone): the CPU table's two bf16 attention rows are one row there. Compiled rows
 # take about a minute each to compile there: float32 keeps compile=true alone.
+_GPU_ROWS = VARIANTS | {"bf16: trainlab, bare loop (eager)": {"bf16": True}}
 GPU_VARIANTS = {
-    name: (VARIANTS | {"bf16: trainlab, bare loop (eager)": {"bf16": True}})[name]
+    name: _GPU_ROWS[name]
     for name in [
         *list(VARIANTS)[:5],
         "bf16: reference-style bare loop",

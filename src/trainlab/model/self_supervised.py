@@ -203,7 +203,8 @@ class SelfSupervised(L.LightningModule):
     def log_numbers(self, values: dict[str, float]) -> None:
         """Per-step Python numbers, logged only at the steps whose metrics Lightning writes
         (trainer.log_every_n_steps): self.log copies a number to the module's device, and on
-        a GPU that copy waits for every kernel queued so far, a host sync per step."""
+        a GPU that blocking copy waits for every kernel queued so far (torch's copy code), a
+        host sync per step."""
         trainer = self._trainer  # None in a bare loop (trainlab.bench.step)
         if trainer is not None and trainer._logger_connector.should_update_logs:
             self.log_dict(values)
