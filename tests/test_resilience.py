@@ -24,6 +24,7 @@ from conftest import (
 )
 
 import trainlab.train
+from trainlab.callbacks.non_finite import all_finite
 from trainlab.model.vae import VAE
 from trainlab.run import run_dir as rundir
 
@@ -181,6 +182,20 @@ def test_non_finite_steps_can_be_skipped_and_are_counted(tmp_path, monkeypatch):
             assert torch.equal(
                 torch.as_tensor(value), torch.as_tensor(opt_after["state"][key][slot])
             )
+
+
+def test_the_finiteness_check_is_exact_where_its_fast_norm_overflows():
+    """NaN and inf anywhere are caught; huge finite gradients, whose 2-norm overflows to inf
+    in float32, are not reported non-finite (the exact max-norm decides those)."""
+    ok = [torch.randn(5, 3), torch.randn(7)]
+    assert all_finite(ok) and all_finite([])
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        poisoned = [ok[0], ok[1].clone()]
+        poisoned[1][3] = bad
+        assert not all_finite(poisoned), bad
+    huge = [torch.full((4,), 1e30), torch.randn(3)]
+    assert not torch.nn.utils.get_total_norm(huge, norm_type=2.0).isfinite()  # it overflows
+    assert all_finite(huge)
 
 
 @pytest.mark.parametrize("at_step", [2, 0])

