@@ -5,6 +5,7 @@ over repeats), since this machine is shared and absolute numbers drift.
 """
 
 import datetime
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -15,6 +16,7 @@ from trainlab.bench import (
     machine,
     masks,
     memory,
+    model,
     startup,
     step,
     step_profile,
@@ -30,25 +32,8 @@ BATCH = 64
 STEP_REPEATS = 5
 
 
-def make_ijepa(grad_checkpointing=False):
-    from functools import partial
-
-    from trainlab.model.ijepa import IJEPA
-    from trainlab.model.networks.masks import MultiBlockMaskGenerator
-    from trainlab.model.networks.predictor import Predictor
-    from trainlab.model.networks.vit import ViTEncoder
-
-    torch.manual_seed(0)
-    encoder = ViTEncoder(**SHAPE, grad_checkpointing=grad_checkpointing)
-    return IJEPA(
-        encoder,
-        partial(
-            Predictor, pred_dim=96, depth=2, num_heads=4, grad_checkpointing=grad_checkpointing
-        ),
-        partial(MultiBlockMaskGenerator, min_keep=4),
-        partial(torch.optim.AdamW, lr=1e-3),
-        num_classes=10,
-    )
+# grad_checkpointing stays a keyword: memory.bench builds it both ways.
+make_ijepa = partial(model.make_ijepa, SHAPE)
 
 
 def make_batch():

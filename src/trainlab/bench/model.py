@@ -1,0 +1,35 @@
+"""The benchmarks' I-JEPA, built the same way for every table (CPU and GPU) from its shapes."""
+
+from functools import partial
+
+import torch
+
+from trainlab.model.ijepa import IJEPA
+from trainlab.model.networks.masks import MultiBlockMaskGenerator
+from trainlab.model.networks.predictor import Predictor
+from trainlab.model.networks.vit import ViTEncoder
+
+
+def make_ijepa(
+    encoder: dict,
+    predictor: tuple[int, int, int] = (96, 2, 4),
+    min_keep: int = 4,
+    grad_checkpointing: bool = False,
+) -> IJEPA:
+    """``encoder``: ViTEncoder's keyword arguments; ``predictor``: (width, depth, heads).
+    Seeded, so every variant of a table starts from the same weights."""
+    torch.manual_seed(0)
+    width, depth, heads = predictor
+    return IJEPA(
+        ViTEncoder(**encoder, grad_checkpointing=grad_checkpointing),
+        partial(
+            Predictor,
+            pred_dim=width,
+            depth=depth,
+            num_heads=heads,
+            grad_checkpointing=grad_checkpointing,
+        ),
+        partial(MultiBlockMaskGenerator, min_keep=min_keep),
+        partial(torch.optim.AdamW, lr=1e-3),
+        num_classes=10,
+    )
