@@ -32,8 +32,14 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "logs" / "recipe_search" / "runs"
 
-# Every run: no test loop, no config print, rated below by eval.py on last.ckpt.
-RUN_FLAGS = ["test=false", "extras.print_config=false", "features.enabled=false"]
+# Every run: no test loop, no config print, rated below by eval.py on last.ckpt; float32, as
+# the script's rounds ran (ijepa_mnist picks bf16 by itself on CPUs with bf16 since round 31).
+RUN_FLAGS = [
+    "test=false",
+    "extras.print_config=false",
+    "features.enabled=false",
+    "trainer.precision=32-true",
+]
 # The starting point: the old default job's recipe (ijepa_digits) moved to mnist5k at 28 px.
 BASE = [
     "experiment=ijepa_digits",

@@ -282,7 +282,7 @@ def main() -> None:
             )
         sections[dataset] = [
             f"## {dataset}: `python train.py experiment={RECIPES[dataset]}`, "
-            f"pre-training {fmt(minutes)} min "
+            f"pre-training {fmt(minutes)} min in {pre_cfg.trainer.precision} "
             f"({datetime.date.today()}, {os.cpu_count()}-core {cpu_model()})",
             "",
             *table(dataset, args.seeds, frozen, trained),

@@ -77,6 +77,13 @@ def test_wrong_type(tmp_path, monkeypatch, capfd):
     assert_one_clear_line(err, "trainer.max_epochs", "ten", "expects int or null")
 
 
+def test_an_unknown_choice_of_a_model_is_named_with_its_options(tmp_path, monkeypatch, capfd):
+    code, err = run_train(tmp_path, monkeypatch, capfd, "run_name=bad", "model.target_norm=batch")
+    assert code != 0
+    assert_one_clear_line(err, "model.target_norm='batch'", "['layer', 'channel', 'none']")
+    assert not (tmp_path / "logs" / "train" / "runs" / "bad" / "checkpoints").exists()
+
+
 def test_wrong_type_in_a_datamodule(tmp_path, monkeypatch, capfd):
     code, err = run_train(tmp_path, monkeypatch, capfd, "data.batch_size=big")
     assert code == 2

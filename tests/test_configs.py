@@ -109,6 +109,23 @@ def test_num_classes_is_counted_from_the_folder_or_the_shards_classes_json(cfg_f
     assert cfg_factory("data=stream", f"data.root={tmp_path / 'shards'}").data.num_classes == 4
 
 
+def test_ijepa_mnist_runs_bf16_only_on_a_cpu_with_bf16_instructions(cfg_factory, monkeypatch):
+    import trainlab.trainer.cpu_precision as cpu_precision
+
+    def precision(flags, cuda, *overrides):
+        monkeypatch.setattr(cpu_precision, "cpu_flags", lambda: flags)
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+        return cfg_factory("experiment=ijepa_mnist", *overrides).trainer.precision
+
+    bf16, plain = {"avx512f", "avx512_bf16"}, {"avx2", "avx512f"}
+    assert precision(bf16, False) == "bf16-mixed"
+    assert precision({"amx_bf16"}, False) == "bf16-mixed"
+    assert precision(plain, False) == "32-true"  # bf16 there runs far slower than float32
+    assert precision(bf16, True) == "32-true"  # accelerator auto picks the GPU
+    assert precision(bf16, True, "trainer.accelerator=cpu") == "bf16-mixed"
+    assert precision(bf16, False, "trainer.precision=32-true") == "32-true"  # the user wins
+
+
 def test_experiment_changes_to_a_group_chosen_on_the_command_line_are_named():
     from trainlab.run.overrides import experiment_changes
 

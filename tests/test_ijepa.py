@@ -477,6 +477,30 @@ def test_invariance_adds_the_gap_between_pooled_context_and_pooled_target(tmp_pa
     torch.testing.assert_close(with_term - without, 2.0 * gap, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("how", ["layer", "channel", "none"])
+def test_target_norm_normalises_tokens_or_channels_and_leaves_the_monitors(tmp_path, how):
+    model, data = tiny_ijepa(tmp_path, f"model.target_norm={how}")
+    data.setup()
+    images = data.on_after_batch_transfer(next(iter(data.train_dataloader())), 0)[0]
+    with torch.no_grad():
+        features, target = model.targets(images)
+        output = model.target_encoder.forward_features(images)  # after the final norm
+    b, n, d = target.shape
+    if how == "layer":  # each token: zero mean, unit variance over its channels
+        axes = (-1,)
+    elif how == "channel":  # each channel: zero mean, unit variance over the batch's tokens
+        axes = (0, 1)
+    else:
+        torch.testing.assert_close(target, output)
+        axes = None
+    if axes is not None:
+        zeros = torch.zeros_like(target.mean(dim=axes))
+        torch.testing.assert_close(target.mean(dim=axes), zeros, atol=1e-4, rtol=0)
+        ones = torch.ones_like(zeros)
+        torch.testing.assert_close(target.var(dim=axes, unbiased=False), ones, atol=1e-3, rtol=0)
+    torch.testing.assert_close(features[:, -d:], output.mean(dim=1))  # monitors unchanged
+
+
 def test_a_jittered_context_changes_the_loss_not_the_targets_or_the_monitors(tmp_path):
     from trainlab.model.networks.masks import step_generator
     from trainlab.model.networks.view_jitter import random_affine

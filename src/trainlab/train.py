@@ -230,6 +230,7 @@ def report_run(
         tail={
             **({"pruned after epoch": pruned_at} if pruned_at is not None else {}),
             "wall time (s)": run["wall_seconds"],
+            "precision": run["precision"],
             **{label: run[key] for key, label in SPEED_ROWS.items() if key in run},
         },
         checkpoints={"best": best or None, "last": str(last) if last.exists() else None},
@@ -288,6 +289,7 @@ def train(cfg: DictConfig) -> float | None:
         metrics, chosen = rate_frozen_features(cfg, rated, datamodule, metrics)
     run = {"run_dir": str(run_dir), "wall_seconds": round(time.monotonic() - start, 2)}
     run |= {**stats.summary(), **facts, "devices": [str(d) for d in devices]}
+    run["precision"] = str(trainer.precision)  # as resolved: ijepa_mnist picks it by the CPU
     report_run(cfg, trainer, run_dir, metrics, best, run, chosen)
     return metrics.get(cfg.get("optimized_metric") or "")
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import torch
 
+from trainlab.trainer.cpu_precision import cpu_flags
+
 
 def cpu_model() -> str:
     """The CPU's model name (/proc/cpuinfo), else what platform knows; with "AMX bf16" or
@@ -16,7 +18,7 @@ def cpu_model() -> str:
     cpuinfo = Path("/proc/cpuinfo")
     lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
     names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
-    flags = next((line for line in lines if line.startswith("flags")), "").split()
+    flags = cpu_flags()
     name = names[0] if names else platform.processor() or platform.machine()
     if "amx_bf16" in flags:
         return f"{name} with AMX bf16"

@@ -1,0 +1,37 @@
+"""``${cpu_precision:${trainer.accelerator}}``: bf16-mixed on a CPU with bf16 instructions,
+else 32-true, for an experiment with a CPU time budget (ijepa_mnist: 10 minutes on 2 cores).
+
+On the 2-core AMD EPYC here (AVX-512 bf16), ijepa_mnist's 60 epochs fit in 7.6 to 8.3
+minutes in bf16 against 11.4 in float32 (results/ijepa_recipe_search.md, round 24). On a
+CPU without bf16 instructions bf16 runs far slower than float32, so float32 stays there.
+GPUs get 32-true: choose their precision yourself (``trainer.precision=bf16-mixed``), since
+asking a GPU whether it runs bf16 would initialise CUDA while the config is composed.
+An OmegaConf resolver, so the composed config shows the value chosen (``--cfg job --resolve``);
+``trainer.precision=...`` on the command line still wins.
+"""
+
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+BF16_FLAGS = {"avx512_bf16", "amx_bf16"}  # /proc/cpuinfo's names of the bf16 instructions
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none, e.g. macOS)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    flags = next((line for line in lines if line.startswith("flags")), "flags:")
+    return set(flags.split(":", 1)[1].split())
+
+
+def cpu_precision(accelerator: str = "auto") -> str:
+    import torch  # here, not at the top: importing trainlab (train.py --help) stays torch-free
+
+    on_cpu = accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
+    return "bf16-mixed" if on_cpu and cpu_flags() & BF16_FLAGS else "32-true"
+
+
+def register() -> None:
+    if not OmegaConf.has_resolver("cpu_precision"):
+        OmegaConf.register_new_resolver("cpu_precision", cpu_precision)
