@@ -121,7 +121,8 @@ def test_ijepa_mnist_runs_bf16_only_on_a_cpu_with_bf16_instructions(cfg_factory,
     assert precision(bf16, False) == "bf16-mixed"
     assert precision({"amx_bf16"}, False) == "bf16-mixed"
     assert precision(plain, False) == "32-true"  # bf16 there runs far slower than float32
-    assert precision(bf16, True) == "32-true"  # accelerator auto picks the GPU
+    assert precision(bf16, True) == "32-true"  # accelerator auto picks the GPU: the default
+    assert precision(plain, True, "trainer=gpu") == "bf16-mixed"  # what trainer/gpu.yaml sets
     assert precision(bf16, True, "trainer.accelerator=cpu") == "bf16-mixed"
     assert precision(bf16, False, "trainer.precision=32-true") == "32-true"  # the user wins
 
