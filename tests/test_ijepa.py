@@ -485,7 +485,7 @@ def test_target_norm_normalises_tokens_or_channels_and_leaves_the_monitors(tmp_p
     with torch.no_grad():
         features, target = model.targets(images)
         output = model.target_encoder.forward_features(images)  # after the final norm
-    b, n, d = target.shape
+    d = target.shape[-1]
     if how == "layer":  # each token: zero mean, unit variance over its channels
         axes = (-1,)
     elif how == "channel":  # each channel: zero mean, unit variance over the batch's tokens
