@@ -121,7 +121,8 @@ ROUND4: dict[str, list[str]] = {
 VARIANTS.update(ROUND4)
 
 # Round 5: rounds 1-4 were rated by a linear grid fitted as one summed L-BFGS problem, which
-# coupled the heads and flattered the I-JEPA features by about 4.5 points (README, Results).
+# coupled the heads and flattered the I-JEPA features by about 4.5 points
+# (results/ijepa_recipe_notes.md).
 # The same command line as round 4, rated by the per-head protocol; r5_base is the recipe.
 ROUND5: dict[str, list[str]] = {
     "r5_base": [],
@@ -460,7 +461,7 @@ ROUND_TEXT = {
         "round 4 again, rated with the per-head protocol, 20 epochs",
         "The same command line and seed as round 4. Rounds 1-4 were rated by a linear grid fitted\n"
         "as one summed L-BFGS problem, which coupled the heads and flattered the I-JEPA features\n"
-        "(README, Results); this round is rated by `eval.py mode=features` as it is now.",
+        "(results/ijepa_recipe_notes.md); this round is rated by `eval.py mode=features` as it is now.",
     ),
     6: (
         "more steps in the same minutes, 20 epochs",
