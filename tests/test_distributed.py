@@ -153,6 +153,36 @@ def test_ijepa_ddp_powersgd_bf16_accumulation_from_train_py(tmp_path):
     assert [p.name for p in (tmp_path / "train" / "runs").iterdir()] == ["ddp"]
 
 
+def test_a_ddp_step_sends_the_gradients_and_little_else(tmp_path):
+    """A 2-rank ViT-Tiny I-JEPA from train.py: one steady optimizer step, profiled by
+    CommCounter, sends the gradients' bytes (all-reduced), the monitors' gather and nothing
+    else: no buffer broadcast (the bank), no per-batch agreement of the stop signal."""
+    result = run_cli(
+        "train.py",
+        *TWO_CPU_RANKS,
+        "model.encoder.depth=null",  # ViT-Tiny's own 12 blocks
+        "trainer.max_epochs=1",
+        "trainer.limit_train_batches=5",
+        "trainer.limit_val_batches=1",
+        "test=false",
+        "extras.print_config=false",
+        "features.enabled=false",
+        f"paths.log_dir={tmp_path}",
+        "run_name=comm",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = json.loads((tmp_path / "train" / "runs" / "comm" / "metrics.json").read_text())["run"]
+    cfg = compose_cfg(tmp_path, ["model.encoder.depth=null"])
+    model = instantiate(cfg.model)
+    grad_bytes = sum(4 * p.numel() for p in model.parameters() if p.requires_grad)
+    assert run["comm_bytes_per_step"] == pytest.approx(grad_bytes, rel=0.05), run
+    assert run["comm_collectives_per_step"].keys() == {"all_reduce"}, run
+    assert 0 < run["other_comm_bytes_per_step"] < 0.05 * run["comm_bytes_per_step"], run
+    assert run["other_comm_collectives_per_step"] == {"all_gather": 2}, run  # features, labels
+    assert "gradient bytes sent/step" in result.stdout
+
+
 @pytest.mark.parametrize(
     "experiment, extra",
     [

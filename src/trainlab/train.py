@@ -16,6 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
+from trainlab.callbacks.comm_count import CommCounter
 from trainlab.callbacks.comm_stats import CommStatsLogger
 from trainlab.callbacks.interruption import InterruptionCheckpoint
 from trainlab.callbacks.optuna_pruning import OptunaPruning, pruned_epoch
@@ -54,6 +55,8 @@ SPEED_ROWS = {
     "train_tokens_per_s": "train tokens/s",
     "train_tflops_per_s": "train TFLOP/s",
     "train_mfu": "MFU",
+    "comm_bytes_per_step": "gradient bytes sent/step (per rank)",
+    "other_comm_bytes_per_step": "other bytes sent/step (per rank)",
 }
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 
@@ -120,11 +123,12 @@ def rate_frozen_features(cfg: DictConfig, ckpt: str, datamodule, metrics: dict):
     return {**metrics, **protocol_metrics(ratings)}, choices(ratings)
 
 
-def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list, RunStats]:
-    """The Trainer with the config's callbacks, loggers and strategy, plus trainlab's own."""
-    stats = RunStats(cfg.get("peak_tflops"))
+def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list, list]:
+    """The Trainer with the config's callbacks, loggers and strategy, plus trainlab's own,
+    and the callbacks whose ``summary()`` goes into metrics.json's ``run``."""
+    reporters = [RunStats(cfg.get("peak_tflops")), CommCounter()]
     # SeedEachStep always: without it a resumed run would draw other random numbers.
-    callbacks = [*instantiate_callbacks(cfg.get("callbacks")), stats, SeedEachStep()]
+    callbacks = [*instantiate_callbacks(cfg.get("callbacks")), *reporters, SeedEachStep()]
     if cfg.get("optuna_trial"):  # a trial of hparams_search=optuna: its pruner may stop it
         sweeper = HydraConfig.get().sweeper if HydraConfig.initialized() else {}
         pruner = hydra.utils.instantiate(sweeper.get("pruner"))  # rank 0's; children: None
@@ -140,7 +144,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list, RunS
     )
     if getattr(trainer.strategy, "comm_hook", None):
         trainer.callbacks.append(CommStatsLogger())
-    return trainer, loggers, stats
+    return trainer, loggers, reporters
 
 
 def settle_batch(cfg: DictConfig, trainer: L.Trainer, datamodule) -> dict:
@@ -256,7 +260,7 @@ def train(cfg: DictConfig) -> float | None:
     check_launch(cfg)  # before any process starts: devices, precision, strategy, comm hook
     # Only now, with every check passed, is anything written: a refused run leaves no trace.
     run_dir = rundir.open_run(cfg, resume=cfg.get("resume", False))
-    trainer, loggers, stats = build_trainer(cfg, run_dir)
+    trainer, loggers, reporters = build_trainer(cfg, run_dir)
     launcher = launch_ranks_from_config(trainer, cfg, run_dir)
     devices = getattr(trainer.strategy, "parallel_devices", None) or [trainer.strategy.root_device]
     if trainer.is_global_zero:
@@ -288,7 +292,9 @@ def train(cfg: DictConfig) -> float | None:
         rated = str(last) if last.exists() else best or str(last)
         metrics, chosen = rate_frozen_features(cfg, rated, datamodule, metrics)
     run = {"run_dir": str(run_dir), "wall_seconds": round(time.monotonic() - start, 2)}
-    run |= {**stats.summary(), **facts, "devices": [str(d) for d in devices]}
+    for reporter in reporters:
+        run |= reporter.summary()
+    run |= {**facts, "devices": [str(d) for d in devices]}
     run["precision"] = str(trainer.precision)  # as resolved: ijepa_mnist picks it by the CPU
     report_run(cfg, trainer, run_dir, metrics, best, run, chosen)
     return metrics.get(cfg.get("optimized_metric") or "")

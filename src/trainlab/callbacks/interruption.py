@@ -16,7 +16,10 @@ signal lands, possibly inside another collective, and each rank then stops at it
 next batch: 2 gloo ranks deadlocked here. So the handler here only notes the signal, and
 the ranks agree at the start of each training batch and at the epoch's end (one all-reduce
 of a flag) before Lightning's stop flag is set on all of them at once; they stop after
-that batch, or at the start of a validation that would follow it.
+that batch, or at the start of a validation that would follow it. The agreement is a
+collective and a host sync, so with several ranks it runs every ``agree_every_n_batches``
+batches, not every batch: a signal then stops the run within that many batches (one process
+needs no agreement and stops after the current batch).
 
 On any other exception Lightning's OnExceptionCheckpoint calls ``trainer.save_checkpoint``,
 whose barrier waits for every rank: when one rank fails alone, it hangs until the process
@@ -41,8 +44,14 @@ log = get_logger(__name__)
 
 
 class InterruptionCheckpoint(L.Callback):
-    def __init__(self, dirpath: str):
+    def __init__(self, dirpath: str, agree_every_n_batches: int = 10):
+        if agree_every_n_batches < 1:
+            raise ValueError(
+                f"agree_every_n_batches must be >= 1, not {agree_every_n_batches}: set "
+                "callbacks.interruption.agree_every_n_batches=10"
+            )
         self.dirpath = Path(dirpath)
+        self.agree_every_n_batches = agree_every_n_batches
         self.signal: signal.Signals | None = None  # the signal that stopped the run, if one did
         self._previous: dict[signal.Signals, object] = {}  # handlers to restore at the end
         self._received = False  # a stop signal reached this process, not yet agreed on
@@ -75,13 +84,13 @@ class InterruptionCheckpoint(L.Callback):
 
     def _on_sigusr1(self, signum, frame) -> None:
         self.signal = signal.SIGUSR1
-        self._on_sigterm(signal.SIGTERM, frame)
+        self._on_sigterm(signum, frame)
 
     def _on_sigint(self, signum, frame) -> None:
         if self._received:  # the second Ctrl-C: stop now
             raise KeyboardInterrupt
         self.signal = signal.SIGINT
-        self._on_sigterm(signal.SIGTERM, frame)
+        self._on_sigterm(signum, frame)
         log.info("Ctrl-C: saving last.ckpt after this batch (Ctrl-C again stops at once)")
 
     @property
@@ -106,7 +115,8 @@ class InterruptionCheckpoint(L.Callback):
             trainer._signal_connector.received_sigterm = True  # Lightning stops after the batch
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module, batch, batch_idx) -> None:
-        self._agree_to_stop(trainer)
+        if trainer.world_size == 1 or batch_idx % self.agree_every_n_batches == 0:
+            self._agree_to_stop(trainer)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module) -> None:
         self._agree_to_stop(trainer)  # a signal during the epoch's last validation

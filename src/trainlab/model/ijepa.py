@@ -162,8 +162,8 @@ class IJEPA(SelfSupervised):
         return features, target.mean(dim=0)
 
     def loss(self, images: torch.Tensor, generator: torch.Generator):
-        masks = self.masks(len(images), generator)
-        context, targets = masks.context.to(self.device), masks.targets.to(self.device)
+        masks = self.masks(len(images), generator).to(images.device)
+        context, targets = masks.context, masks.targets
         with torch.no_grad():
             features, target = self.targets(images)
             num_tokens = target.shape[1]

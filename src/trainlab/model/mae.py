@@ -48,8 +48,8 @@ class MAE(SelfSupervised):
         self.masks = partial(random_masks, num_patches=encoder.num_patches, mask_ratio=mask_ratio)
 
     def loss(self, images: torch.Tensor, generator: torch.Generator):
-        masks = self.masks(len(images), generator)
-        context, targets = masks.context.to(self.device), masks.targets.to(self.device)
+        masks = self.masks(len(images), generator).to(images.device)
+        context, targets = masks.context, masks.targets
         pred = self.decoder(self.encoder(images, context), context, targets)[:, 0]
         target = gather_tokens(patchify(images, self.patch), targets[:, 0])
         if self.hparams.norm_pix_loss:

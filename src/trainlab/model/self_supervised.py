@@ -26,6 +26,7 @@ Conventions the rest of the template relies on:
 import lightning as L
 import torch
 from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy
+from torch.nn.parallel import DistributedDataParallel
 
 from trainlab.evaluation.features import PROBE_BLOCKS
 from trainlab.model.networks.masks import step_generator
@@ -89,6 +90,13 @@ class SelfSupervised(L.LightningModule):
             knn_k=knn_k,
             bank_size=bank_size,
             probe_weight_decay=probe_weight_decay,
+        )
+        # DDP broadcasts every buffer from rank 0 before each forward (broadcast_buffers, on
+        # by default for BatchNorm's statistics). The monitors' bank is equal on every rank
+        # by construction (each enqueues every rank's gathered features) and is 335 MB at
+        # experiment=ijepa: DDP leaves it alone. torch's own way to exempt a module's state.
+        DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
+            self, [f"online.{name}" for name, _ in self.online.named_buffers()]
         )
 
     # -- what a method defines -----------------------------------------------------------
