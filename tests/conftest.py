@@ -9,11 +9,13 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
+from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -141,3 +143,16 @@ def small_disk(path: Path, size: str = "8m"):
         yield path
     finally:
         subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+def make_image_folder(root, classes=("a", "b"), per_class=4, size=16, ext=".png"):
+    """root/{train,val}/<class>/<j><ext>: flat images, a different gray per class and image.
+    ImageNet's layout with ``classes`` like n01440764 and ``ext=".JPEG"``."""
+    for split in ("train", "val"):
+        for i, name in enumerate(classes):
+            folder = root / split / name
+            folder.mkdir(parents=True, exist_ok=True)
+            for j in range(per_class):
+                pixels = np.full((size, size, 3), 40 * i + j, dtype=np.uint8)
+                Image.fromarray(pixels).save(folder / f"{j}{ext}")
+    return root

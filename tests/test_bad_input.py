@@ -4,22 +4,11 @@ import subprocess
 
 import numpy as np
 import pytest
-from conftest import FAST, run_in_process, small_disk
+from conftest import FAST, make_image_folder, run_in_process, small_disk
 from PIL import Image
 
 import trainlab.eval
 import trainlab.train
-
-
-def make_image_folder(root, classes=("a", "b"), per_class=4, size=16):
-    for split in ("train", "val"):
-        for i, name in enumerate(classes):
-            folder = root / split / name
-            folder.mkdir(parents=True, exist_ok=True)
-            for j in range(per_class):
-                pixels = np.full((size, size, 3), 40 * i + j, dtype=np.uint8)
-                Image.fromarray(pixels).save(folder / f"{j}.png")
-    return root
 
 
 def run_train(tmp_path, monkeypatch, capfd, *args):

@@ -6,7 +6,7 @@ import struct
 import numpy as np
 import pytest
 import torch
-from test_bad_input import make_image_folder
+from conftest import make_image_folder
 
 from trainlab.data.digits import DigitsDataModule
 from trainlab.data.fake import FakeDataModule

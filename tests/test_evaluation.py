@@ -5,10 +5,9 @@ import json
 
 import pytest
 import torch
-from conftest import compose_cfg, run_cli
+from conftest import compose_cfg, make_image_folder, run_cli
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
-from test_bad_input import make_image_folder
 
 from trainlab.evaluation.linear_grid import linear_grid, train_heads
 from trainlab.evaluation.protocol import knn_choice
