@@ -154,6 +154,9 @@ class InterruptionCheckpoint(L.Callback):
         if trainer.global_step == 0:
             log.info("no on_exception checkpoint: the run stopped before its first step")
             return
+        if isinstance(exception, FloatingPointError):  # NonFiniteGuard: weights not finite
+            log.info("no on_exception checkpoint: the weights are no longer finite")
+            return
         rank = trainer.global_rank
         path = self.dirpath / (
             "on_exception.ckpt" if rank == 0 else f"on_exception.rank{rank}.ckpt"

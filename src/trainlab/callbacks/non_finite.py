@@ -70,7 +70,7 @@ class NonFiniteGuard(L.Callback):
         values = describe_terms(trainer.callback_metrics)
         if self.action == "stop":
             raise FloatingPointError(
-                f"non-finite gradients at step {step} ({values}); the last good "
+                f"non-finite loss at step {step} ({values}); the last good "
                 f"checkpoint is kept in {trainer.default_root_dir}/checkpoints: lower the "
                 "learning rate, set trainer.gradient_clip_val, or "
                 "callbacks.non_finite.action=skip"
