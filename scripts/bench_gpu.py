@@ -1,20 +1,28 @@
-"""`make bench-gpu`: the benchmarks that need a CUDA GPU; results go to BENCHMARKS_GPU.md.
+"""`make bench-gpu` and scripts/gpu_check.sh: what needs a CUDA GPU; BENCHMARKS_GPU.md.
 
-1. MFU at ViT-H/14 in bf16, eager and with compile=true: the run BENCHMARKS.md's GPU section
-   describes, through `python train.py`, read from the run's logged intervals.
-2. BENCHMARKS.md's I-JEPA step table (trainlab/bench/step.py) on the GPU, at ViT-B/16 and
-   224 px with a paper-sized predictor: the reference-style loop against trainlab's step.
+Parts (--parts picks, in order; each is written to the file as soon as it ends):
+- mfu_eager, mfu_compile: (a) MFU at ViT-H/14 in bf16 through `python train.py`, read from
+  the run's logged intervals, with a profile of 5 steady steps (GPU-busy fraction, top
+  kernels, host syncs by line: callbacks/step_profile.py);
+- memory: (b) peak memory of experiment=ijepa's model at 128 and 256 per GPU, with and
+  without activation checkpointing, next to the estimate a run prints;
+- resume: (c) bf16-mixed, SIGTERM at step 3 and resume, losses against an uninterrupted run;
+- fsdp: (d) FSDP2 on one rank, 20 steps;
+- gloo_powersgd: (e) 2 processes on one GPU over gloo with the PowerSGD hook;
+- steps: BENCHMARKS.md's I-JEPA step table on the GPU (not in gpu_check.sh: its minutes).
 
-`--quick` runs both at toy sizes on whatever device there is, to check that they run.
-"""
+`--quick` runs them at toy sizes on whatever device there is, to check that they run."""
 
 import argparse
 import csv
 import datetime
+import json
+import os
 import shutil
 import statistics
 import subprocess
 import sys
+import time
 import traceback
 from functools import partial
 from pathlib import Path
@@ -33,7 +41,7 @@ FULL = (dict(img_size=224, patch_size=16, in_chans=3, size="vit_base"), (384, 6,
 # 0.21x to 2.11x (BENCHMARKS_GPU.md): longer timings, and more warm-up for lazy kernel
 # loading, since then (not yet run on a GPU).
 STEPS, WARMUP, REPEATS = 30, 5, 3
-PARTS = ("mfu_eager", "steps", "mfu_compile")
+PARTS = ("mfu_eager", "mfu_compile", "memory", "resume", "fsdp", "gloo_powersgd", "steps")
 QUICK = (dict(img_size=32, patch_size=4, in_chans=3, size="vit_tiny", depth=2), (96, 1, 4), 8)
 
 
@@ -73,58 +81,295 @@ bf16 trainlab keeps torch's fused attention kernel, where the reference writes i
 """
 
 
-def mfu_run(quick: bool, compiled: bool, peak_tflops: float | None) -> str:
-    """One train.py run; its section: the command and the medians of its logged rates over
-    the intervals after the first (which holds start-up and compilation)."""
-    name = f"mfu_h14_{'compile' if compiled else 'eager'}"
+def train_run(name: str, overrides: list[str], check: bool = True):
+    """``python train.py`` in a subprocess, its run dir under logs/bench_gpu/ made anew:
+    (run dir, completed process). tests/ is on the path for its test callbacks."""
     command = [
-        sys.executable, "train.py", "experiment=ijepa", "data=fake",
-        "data.global_batch_size=null", "trainer.limit_val_batches=0", "test=false",
-        "features.enabled=false", f"compile={str(compiled).lower()}", "task_name=bench_gpu",
-        f"run_name={name}", "trainer.log_every_n_steps=10", "extras.print_config=false",
+        sys.executable, "train.py", "task_name=bench_gpu", f"run_name={name}",
+        "extras.print_config=false", *overrides,
     ]  # fmt: skip
-    if quick:
-        command += [
-            "data.image_size=28", "data.train_size=64", "data.batch_size=8",
-            "data.num_workers=0", "trainer.max_steps=20", "model.encoder.depth=1",
-            "model.predictor.depth=1", "model.masks.min_keep=1", "model.masks.num_targets=1",
-            "model.masks.target_scale=[0.25,0.25]", "trainer.precision=32-true",
-        ]  # fmt: skip
-        if not torch.cuda.is_available():
-            command += ["trainer.accelerator=cpu", "peak_tflops=1.0"]
-    else:
-        command += [
-            "data.image_size=224", "data.train_size=16384", "data.batch_size=128",
-            "data.num_workers=12", f"trainer.max_steps={60 if compiled else 40}",
-        ]  # fmt: skip
-    if peak_tflops:
-        command.append(f"peak_tflops={peak_tflops}")
     run_dir = ROOT / "logs" / "bench_gpu" / "runs" / name
     if run_dir.exists():  # a re-run of the benchmark replaces its own run
         shutil.rmtree(run_dir)
-    subprocess.run(command, cwd=ROOT, check=True)
-    rows = [
-        row
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), *sys.path])}
+    done = subprocess.run(command, cwd=ROOT, env=env, check=check)
+    return run_dir, done
+
+
+def logged(run_dir: Path, key: str) -> dict[int, str]:
+    """{step: value as written} of one logged key (a step logged twice keeps its last)."""
+    return {
+        int(row["step"]): row[key]
         for path in run_dir.rglob("metrics.csv")
         for row in csv.DictReader(path.open())
-        if row.get("train/samples_per_s")
-    ][1:]
-    med = {
-        key: statistics.median(float(row[key]) for row in rows)
-        for key in ["train/samples_per_s", "train/tokens_per_s", "train/tflops_per_s", "train/mfu"]
-        if rows and all(row.get(key) for row in rows)
+        if row.get(key)
     }
+
+
+def toy(quick: bool) -> list[str]:
+    """At --quick: a toy I-JEPA on whatever device there is, in float32 on a CPU."""
+    if not quick:
+        return []
+    out = [
+        "data.image_size=28", "data.train_size=64", "data.batch_size=8", "data.num_workers=0",
+        "model.encoder.size=vit_tiny", "model.encoder.depth=1", "model.predictor.depth=1",
+        "model.predictor.pred_dim=32", "model.predictor.num_heads=2", "model.masks.min_keep=1",
+        "model.masks.num_targets=1", "model.masks.target_scale=[0.25,0.25]", "model.bank_size=64",
+    ]  # fmt: skip
+    if not torch.cuda.is_available():
+        out += ["trainer.accelerator=cpu", "trainer.precision=32-true", "peak_tflops=1.0"]
+    return out
+
+
+IJEPA_FAKE = [
+    "experiment=ijepa", "data=fake", "data.global_batch_size=null", "trainer.limit_val_batches=0",
+    "test=false", "features.enabled=false",
+]  # fmt: skip
+
+
+def mfu_run(quick: bool, compiled: bool, peak_tflops: float | None, steps: int) -> str:
+    """One train.py run of the paper's model; its section: the command, the medians of its
+    logged rates over the intervals after the first (start-up and compilation), and for
+    the eager run the profile of 5 steady steps (callbacks/step_profile.py)."""
+    name = f"mfu_h14_{'compile' if compiled else 'eager'}"
+    every = 5 if quick else 20
+    overrides = [
+        *IJEPA_FAKE, f"compile={str(compiled).lower()}", f"trainer.log_every_n_steps={every}",
+        f"trainer.max_steps={steps}", "callbacks=[default,step_profile]",
+        f"callbacks.step_profile.start={steps // 2 + 2}",  # clear of the logging steps
+    ]  # fmt: skip
+    if quick:
+        overrides += toy(quick)
+    else:
+        overrides += [
+            "data.image_size=224", "data.train_size=65536", "data.batch_size=128",
+            "data.num_workers=14",
+        ]  # fmt: skip
+    if peak_tflops:
+        overrides.append(f"peak_tflops={peak_tflops}")
+    run_dir, _ = train_run(name, overrides)
+    keys = ["train/samples_per_s", "train/tokens_per_s", "train/tflops_per_s", "train/mfu"]
+    series = {key: logged(run_dir, key) for key in keys}
+    med = {
+        key: statistics.median(float(v) for _, v in sorted(values.items())[1:])
+        for key, values in series.items()
+        if len(values) > 1
+    }
+    command = "    python train.py " + " ".join(overrides)
+    title = f"### {'compile=true' if compiled else 'eager'}\n\n{command}\n"
     if not med.get("train/mfu"):
-        return f"### {name}\n\n    python {' '.join(command[1:])}\n\nNo MFU was logged.\n"
+        return f"{title}\nNo MFU was logged.\n"
+    intervals = [f"{float(v):.3f}" for _, v in sorted(series["train/mfu"].items())]
     peak = med["train/tflops_per_s"] / med["train/mfu"]
-    return f"""### {"compile=true" if compiled else "eager"}
+    metrics = json.loads((run_dir / "metrics.json").read_text())["run"]
+    section = f"""{title}
+| samples/s | tokens/s | TFLOP/s | MFU (of {peak:.0f} TFLOP/s) | steps after the first interval | peak memory (GiB), measured / estimated |
+|---|---|---|---|---|---|
+| {med["train/samples_per_s"]:.1f} | {med["train/tokens_per_s"]:,.0f} | {med["train/tflops_per_s"]:.1f} | {med["train/mfu"]:.3f} | {steps - every} | {metrics.get("peak_memory_gib", "-")} / {metrics.get("estimated_peak_gib", "-")} |
 
-    python {" ".join(command[1:])}
-
-| samples/s | tokens/s | TFLOP/s | MFU (of {peak:.0f} TFLOP/s) | logged intervals |
-|---|---|---|---|---|
-| {med["train/samples_per_s"]:.1f} | {med["train/tokens_per_s"]:,.0f} | {med["train/tflops_per_s"]:.1f} | {med["train/mfu"]:.3f} | {len(rows)} |
+MFU per interval of {every} steps: {", ".join(intervals)}.
 """
+    profile = run_dir / "step_profile.json"
+    if profile.exists():
+        section += profile_section(json.loads(profile.read_text()))
+    return section
+
+
+def profile_section(report: dict) -> str:
+    """The profile's GPU-busy fraction, top kernels and host syncs, as markdown."""
+    busy = "-" if report["busy"] is None else f"{report['busy']:.3f}"
+    rows = "\n".join(
+        f"| {t['name'].replace('|', '/')} | {t['ms_per_step']:.2f} | {t['share']:.3f} |"
+        for t in report["top"]
+    )
+    syncs = "\n".join(f"- {where}: {n}" for where, n in report["syncs"].items()) or "- none"
+    return f"""
+Profile of {report["steps"]} steady steps ({report["wall_ms_per_step"]:.1f} ms a step):
+GPU busy {busy} of the wall time; host syncs per step {report["syncs_per_step"]}, by step
+{report["syncs_by_step"]}, by line:
+{syncs}
+
+| kernel (or CPU operator) | ms per step | share of the step |
+|---|---|---|
+{rows}
+"""
+
+
+def memory_table(quick: bool) -> str:
+    """(b) Peak memory of full training steps (forward, backward, AdamW, EMA) of
+    experiment=ijepa's model in bf16, at 128 and 256 images per GPU, with and without
+    activation checkpointing, next to MemoryEstimate's estimate."""
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
+    from trainlab.callbacks.memory_estimate import GIB, saved_activation_bytes
+    from trainlab.model.networks.masks import step_generator
+
+    cuda = torch.cuda.is_available()
+    device = "cuda" if cuda else "cpu"
+    batches = (4, 8) if quick else (128, 256)
+    rows = []
+    for checkpointing in (False, True):
+        for batch in batches:
+            with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
+                cfg = compose("train", [*IJEPA_FAKE, *toy(quick), "data.image_size=" + (
+                    "28" if quick else "224"), f"model.encoder.grad_checkpointing={checkpointing}"])
+            model = instantiate(cfg.model).to(device)
+            optimizer = model.configure_optimizers()
+            size = cfg.data.image_size
+            estimate = measured = "-"
+            try:
+                if cuda:
+                    torch.cuda.empty_cache()
+                    torch.cuda.reset_peak_memory_stats()
+                with torch.autocast(device, dtype=torch.bfloat16, enabled=cuda):
+                    probe = torch.randn(2, 3, size, size, device=device)
+                    saved = saved_activation_bytes(model, probe) * batch / 2
+                params = list(model.parameters())
+                weights = sum(p.numel() * p.element_size() for p in params)
+                trained = 12 * sum(p.numel() for p in params if p.requires_grad)
+                estimate = f"{(weights + trained + saved) / GIB:.2f}"
+                images = torch.randn(batch, 3, size, size, device=device)
+                for step in range(3):
+                    with torch.autocast(device, dtype=torch.bfloat16, enabled=cuda):
+                        loss, _ = model.loss(images, step_generator(0, 0, step))
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
+                    model.update_target(0.996)
+                if cuda:
+                    measured = f"{torch.cuda.max_memory_allocated() / GIB:.2f}"
+            except torch.OutOfMemoryError:
+                measured = "out of memory"
+            rows.append(f"| {batch} | {checkpointing} | {measured} | {estimate} |")
+            del model, optimizer
+            if cuda:
+                torch.cuda.empty_cache()
+    gpu = torch.cuda.get_device_name(0) if cuda else "no GPU: estimates only"
+    return f"""## (b) Peak memory, experiment=ijepa's model in bf16 ({gpu})
+
+Three full training steps (forward, backward, AdamW, EMA) per row, in one process;
+measured: torch.cuda.max_memory_allocated; estimated: trainlab.callbacks.memory_estimate,
+the number a run prints before its first step.
+
+| images per GPU | model.encoder.grad_checkpointing | peak GiB, measured | peak GiB, estimated |
+|---|---|---|---|
+{chr(10).join(rows)}
+"""
+
+
+def resume_check(quick: bool) -> str:
+    """(c) bf16-mixed on the device: SIGTERM after step 3, resume; every step's logged
+    train/loss must equal an uninterrupted run's, bitwise."""
+    job = [
+        *IJEPA_FAKE, "trainer.max_steps=8", "trainer.log_every_n_steps=1",
+        "trainer.precision=bf16-mixed", "data.num_workers=2",
+    ]  # fmt: skip
+    job += toy(quick) if quick else [
+        "model.encoder.size=vit_small", "model.encoder.depth=4", "data.image_size=112",
+        "data.batch_size=32", "data.train_size=1024",
+    ]  # fmt: skip
+    job = [o for o in job if o != "trainer.precision=32-true"]  # bf16 here, also on a CPU
+    straight, _ = train_run("resume_straight", job)
+    stop = ["+callbacks.stop._target_=signal_at_step.SignalAtStep", "+callbacks.stop.step=3"]
+    cut, first = train_run("resume_cut", [*job, "resume=true", *stop], check=False)
+    _, second = train_run("resume_cut", [*job, "resume=true"], check=False)
+    a, b = logged(straight, "train/loss_step"), logged(cut, "train/loss_step")
+    equal = a == b and len(a) == 8
+    return f"""## (c) bf16-mixed: stop at step 3, resume (through train.py)
+
+    python train.py {" ".join(job)} [resume=true, SignalAtStep at step 3]
+
+Exit codes: stopped {first.returncode} (143 = SIGTERM, as planned), resumed {second.returncode}.
+Per-step train/loss equal to the uninterrupted run, bitwise, over 8 steps: **{equal}**
+(uninterrupted: {[a[k] for k in sorted(a)]}; resumed: {[b[k] for k in sorted(b)]}).
+"""
+
+
+def fsdp_run(quick: bool) -> str:
+    """(d) FSDP2 (strategy=fsdp) on one rank: 20 steps of experiment=ijepa's model."""
+    overrides = [
+        *IJEPA_FAKE, "strategy=fsdp", "trainer.devices=1", "trainer.max_steps=20",
+        "trainer.log_every_n_steps=5",
+    ]  # fmt: skip
+    overrides += toy(quick) if quick else [
+        "data.image_size=224", "data.batch_size=64", "data.train_size=4096", "data.num_workers=14",
+    ]  # fmt: skip
+    run_dir, done = train_run("fsdp_h14", overrides, check=False)
+    losses = logged(run_dir, "train/loss_step")
+    rates = logged(run_dir, "train/samples_per_s")
+    return f"""## (d) FSDP2 on one rank, 20 steps
+
+    python train.py {" ".join(overrides)}
+
+Exit code {done.returncode}; train/loss at steps {sorted(losses)}: {list(losses.values())};
+samples/s per interval: {list(rates.values())}.
+"""
+
+
+def gloo_powersgd(quick: bool) -> str:
+    """(e) 2 processes on one device over gloo, DDP with trainlab's PowerSGD hook: DDP's
+    CUDA-tensor path for gradients and hooks (NCCL refuses two ranks on one GPU)."""
+    out = ROOT / "logs" / "bench_gpu" / "gloo_powersgd.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.multiprocessing.spawn(gloo_rank, args=(str(out), free_port()), nprocs=2, join=True)
+    report = json.loads(out.read_text())
+    return f"""## (e) 2 ranks on one {report["device"]} over gloo, PowerSGD (DDP, plain torch)
+
+A 4-layer MLP (bucket_cap_mb=1: several buckets), PowerSGD rank 1 from step 2, 12 SGD steps.
+Weights equal on both ranks after training: **{report["equal"]}**; loss {report["first"]:.4f}
+-> {report["last"]:.4f}; PowerSGD iterations {report["iter"]}, compression {report["rate"]:.1f}x.
+"""
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def gloo_rank(rank: int, out: str, port: int) -> None:
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from trainlab.strategy.comm_hooks import CommStats, build_comm_hook
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(256, 256) for _ in range(4)]
+    net = torch.nn.Sequential(*layers).to(device)
+    ddp = DistributedDataParallel(
+        net, device_ids=[0] if device.type == "cuda" else None, bucket_cap_mb=1
+    )
+    stats = CommStats()
+    powersgd = {"start_powerSGD_iter": 2, "matrix_approximation_rank": 1}
+    state, hook = build_comm_hook("powersgd", None, powersgd, stats, one_bucket_at_a_time=True)
+    ddp.register_comm_hook(state, hook)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.3)
+    g = torch.Generator().manual_seed(rank)
+    x = torch.randn(64, 256, generator=g).to(device)
+    losses, dense, sent = [], 0, 0
+    for _ in range(12):
+        loss = (ddp(x) - x).square().mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+        d, s = stats.take()
+        dense, sent = dense + d, sent + s
+    flat = torch.cat([p.detach().flatten() for p in net.parameters()])
+    gathered = [torch.empty_like(flat) for _ in range(2)]
+    dist.all_gather(gathered, flat)
+    if rank == 0:
+        Path(out).write_text(json.dumps({
+            "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "CPU",
+            "equal": bool(torch.equal(gathered[0], gathered[1])), "first": losses[0],
+            "last": losses[-1], "iter": state.iter, "rate": dense / max(sent, 1),
+        }))  # fmt: skip
+    dist.destroy_process_group()
 
 
 def main():
@@ -136,6 +381,7 @@ def main():
     parser.add_argument("--out", default=str(ROOT / "BENCHMARKS_GPU.md"))
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=list(PARTS),
                         help="which measurements to run, in this order")  # fmt: skip
+    parser.add_argument("--steps", type=int, default=220, help="optimizer steps of each MFU run")
     parser.add_argument("--no-compiled-steps", action="store_true",
                         help="leave the compiled rows out of the step table (about a minute "
                         "of compiling each)")  # fmt: skip
@@ -143,16 +389,18 @@ def main():
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu" and not args.quick:
         sys.exit("error: no CUDA GPU here: run make bench-gpu on a GPU machine (or --quick)")
+    steps = 20 if args.quick else args.steps
     sections = [
         f"""# GPU benchmarks
 
-Written by `make bench-gpu` (scripts/bench_gpu.py) on {datetime.date.today()}{" (--quick: toy sizes)" if args.quick else ""}.
+Written by scripts/bench_gpu.py (`scripts/gpu_check.sh` runs it in one call) on
+{datetime.date.today()}{" (--quick: toy sizes)" if args.quick else ""}, parts {", ".join(args.parts)}.
 Machine: {machine()}.
 
-## MFU at ViT-H/14, bf16 (through train.py)
+## (a) MFU at ViT-H/14, bf16 (through train.py)
 
 The paper's encoder (ViT-H/14 at 224 px, predictor 12 x 384, 4 targets) in bf16-mixed on
-FakeData, batch 128, rates logged every 10 steps by trainlab.callbacks.run_stats: medians
+FakeData, batch 128, rates logged every 20 steps by trainlab.callbacks.run_stats: medians
 over the logged intervals after the first, which holds start-up and compilation. FLOPs
 are IJEPA.count_work's (the target encoder's forward, the context encoder's forward and
 backward, the predictor's), MFU against the GPU's dense bf16 peak.
@@ -160,18 +408,24 @@ backward, the predictor's), MFU against the GPU's dense bf16 peak.
     ]
     # Each part is written as soon as it ends: a run cut short keeps what it measured.
     parts = {
-        "mfu_eager": partial(mfu_run, args.quick, False, args.peak_tflops),
+        "mfu_eager": partial(mfu_run, args.quick, False, args.peak_tflops, steps),
+        "mfu_compile": partial(mfu_run, args.quick, True, args.peak_tflops, steps),
+        "memory": partial(memory_table, args.quick),
+        "resume": partial(resume_check, args.quick),
+        "fsdp": partial(fsdp_run, args.quick),
+        "gloo_powersgd": partial(gloo_powersgd, args.quick),
         "steps": partial(step_table, args.quick, device, not args.no_compiled_steps),
-        "mfu_compile": partial(mfu_run, args.quick, True, args.peak_tflops),
     }
     failed = 0
-    for part in (parts[name] for name in args.parts):
+    for name in args.parts:
+        started = time.perf_counter()
         try:
-            sections.append(part())
+            sections.append(parts[name]())
         except Exception as error:  # the other parts still run; the exit status says so
             traceback.print_exc()
-            sections.append(f"Failed: {type(error).__name__}: {error}\n")
+            sections.append(f"### {name}\n\nFailed: {type(error).__name__}: {error}\n")
             failed += 1
+        sections[-1] += f"\n({name}: {time.perf_counter() - started:.0f} s)\n"
         print(sections[-1], flush=True)
         Path(args.out).write_text("\n".join(sections))
     print(f"wrote {args.out}")

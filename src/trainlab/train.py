@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from trainlab.callbacks.comm_count import CommCounter
 from trainlab.callbacks.comm_stats import CommStatsLogger
 from trainlab.callbacks.interruption import InterruptionCheckpoint
+from trainlab.callbacks.memory_estimate import MemoryEstimate
 from trainlab.callbacks.optuna_pruning import OptunaPruning, pruned_epoch
 from trainlab.callbacks.run_stats import RunStats
 from trainlab.callbacks.seed_each_step import SeedEachStep
@@ -57,6 +58,8 @@ SPEED_ROWS = {
     "train_mfu": "MFU",
     "comm_bytes_per_step": "gradient bytes sent/step (per rank)",
     "other_comm_bytes_per_step": "other bytes sent/step (per rank)",
+    "estimated_peak_gib": "peak memory, estimated (GiB)",
+    "peak_memory_gib": "peak memory, measured (GiB)",
 }
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 
@@ -126,7 +129,7 @@ def rate_frozen_features(cfg: DictConfig, ckpt: str, datamodule, metrics: dict):
 def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list, list]:
     """The Trainer with the config's callbacks, loggers and strategy, plus trainlab's own,
     and the callbacks whose ``summary()`` goes into metrics.json's ``run``."""
-    reporters = [RunStats(cfg.get("peak_tflops")), CommCounter()]
+    reporters = [RunStats(cfg.get("peak_tflops")), CommCounter(), MemoryEstimate()]
     # SeedEachStep always: without it a resumed run would draw other random numbers.
     callbacks = [*instantiate_callbacks(cfg.get("callbacks")), *reporters, SeedEachStep()]
     if cfg.get("optuna_trial"):  # a trial of hparams_search=optuna: its pruner may stop it

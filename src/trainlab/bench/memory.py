@@ -8,24 +8,12 @@ memory that activation checkpointing trades for recomputation.
 
 import torch
 
+from trainlab.callbacks.memory_estimate import saved_activation_bytes
 from trainlab.model.networks.masks import step_generator
 
 
 def saved_activation_mib(model, images) -> float:
-    seen, total = set(), 0
-
-    def pack(t):
-        nonlocal total
-        key = (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
-        if key not in seen:
-            seen.add(key)
-            total += key[1]
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss, _ = model.loss(images, step_generator(0, 0, 0))
-    loss.backward()
-    return total / 2**20
+    return saved_activation_bytes(model, images) / 2**20
 
 
 def cuda_peak_mib(model, images) -> float:

@@ -46,6 +46,7 @@ class RunStats(Callback):
         self._start = self._mark = self._end = None
         self._steady = None  # (time, work so far) at the end of the first logged interval
         self.world_size = 1
+        self.peak_memory_gib = None  # measured on CUDA: torch's allocator peak over the fit
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         if self.peak_tflops is None and trainer.strategy.root_device.type == "cuda":
@@ -91,6 +92,8 @@ class RunStats(Callback):
         self._end = time.perf_counter()
         self.fit_seconds = self._end - self._start
         self.world_size = trainer.world_size
+        if trainer.strategy.root_device.type == "cuda":
+            self.peak_memory_gib = round(torch.cuda.max_memory_allocated() / 2**30, 2)
 
     def summary(self) -> dict:
         """The fit's wall time, and its rates after the first logged interval (over the whole
@@ -102,4 +105,5 @@ class RunStats(Callback):
             seconds = self._end - since
         rates = self.rates(work, seconds, self.world_size)
         rounded = {k.replace("/", "_"): float(f"{v:.4g}") for k, v in rates.items()}  # 4 digits
-        return {"fit_seconds": round(self.fit_seconds, 2), **rounded}
+        memory = {"peak_memory_gib": self.peak_memory_gib} if self.peak_memory_gib else {}
+        return {"fit_seconds": round(self.fit_seconds, 2), **rounded, **memory}

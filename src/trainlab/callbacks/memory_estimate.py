@@ -1,0 +1,79 @@
+"""A printed estimate of a self-supervised run's peak memory per device, before its first step.
+
+weights (all parameters) + gradients and AdamW's two moments (trained parameters, float32)
++ the activations one step saves for its backward pass, counted with saved_tensors_hooks on
+a 2-image step (under the run's precision and activation checkpointing, each storage once)
+and scaled to the per-device batch. It leaves out allocator fragmentation, the forward's
+transient buffers and the DDP buckets, so the measured peak reads some 10-25 % above it
+(scripts/bench_gpu.py's memory table shows both). torch has no such estimate before a step.
+"""
+
+import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy
+
+from trainlab.model.networks.masks import step_generator
+from trainlab.utils.logging import get_logger
+
+log = get_logger(__name__)
+GIB = 2**30
+
+
+def saved_activation_bytes(module, images: torch.Tensor) -> int:
+    """Bytes of the tensors one ``module.loss`` saves for backward (each storage once)."""
+    seen, total = set(), 0
+
+    def pack(t):
+        nonlocal total
+        storage = t.untyped_storage()
+        key = (storage.data_ptr(), storage.nbytes())
+        if key not in seen:
+            seen.add(key)
+            total += key[1]
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        module.loss(images, step_generator(0, 0, 0))
+    return total
+
+
+class MemoryEstimate(Callback):
+    def __init__(self, probe_batch: int = 2):
+        self.probe_batch = probe_batch
+        self.estimate: dict | None = None
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        sharded = isinstance(trainer.strategy, (FSDPStrategy, ModelParallelStrategy))
+        if sharded or not hasattr(pl_module, "loss") or not trainer.is_global_zero:
+            return
+        batch = trainer.datamodule.batch_size if trainer.datamodule else self.probe_batch
+        example = pl_module.example_input_array
+        if example is None:
+            return
+        params = list(pl_module.parameters())
+        weights = sum(p.numel() * p.element_size() for p in params)
+        trained = sum(p.numel() for p in params if p.requires_grad) * 4 * 3  # grad, 2 moments
+        images = torch.randn(self.probe_batch, *example.shape[1:], device=pl_module.device)
+        # Outside the run's random streams and its logging (a step's log_numbers reads
+        # the trainer): the run draws exactly what it would without the estimate.
+        attached, pl_module._trainer = pl_module._trainer, None
+        try:
+            with torch.random.fork_rng(devices=[pl_module.device] if images.is_cuda else []):
+                with trainer.precision_plugin.forward_context():
+                    saved = saved_activation_bytes(pl_module, images)
+        finally:
+            pl_module._trainer = attached
+        activations = saved * batch / self.probe_batch
+        self.estimate = {
+            "estimated_peak_gib": round((weights + trained + activations) / GIB, 2),
+            "estimated_activations_gib": round(activations / GIB, 2),
+        }
+        log.info(
+            f"peak memory per device, estimated: {self.estimate['estimated_peak_gib']} GiB "
+            f"(weights {weights / GIB:.2f}, gradients and AdamW {trained / GIB:.2f}, "
+            f"activations at batch {batch} {activations / GIB:.2f}; "
+            "model.encoder.grad_checkpointing=true trades activations for compute)"
+        )
+
+    def summary(self) -> dict:
+        return self.estimate or {}

@@ -1,0 +1,24 @@
+"""scripts/gpu_check.sh composes and runs at toy sizes on a CPU, so that no GPU time is spent
+on a script that fails for reasons a CPU would have shown."""
+
+import subprocess
+
+import pytest
+from conftest import ROOT
+
+
+@pytest.mark.slow  # about a minute: make test-slow
+def test_the_gpu_check_runs_every_part_at_toy_sizes(tmp_path):
+    out = tmp_path / "BENCHMARKS_GPU.md"
+    result = subprocess.run(
+        [str(ROOT / "scripts" / "gpu_check.sh"), "--quick", "--out", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    text = out.read_text()
+    assert "Failed" not in text
+    for heading in ("### eager", "### compile=true", "## (b)", "## (c)", "## (d)", "## (e)"):
+        assert heading in text, heading
+    assert "over 8 steps: **True**" in text  # (c): the resumed losses are the straight ones
+    assert "on both ranks after training: **True**" in text  # (e)
+    assert "| kernel (or CPU operator) |" in text  # (a)'s profile
