@@ -212,8 +212,15 @@ def memory_table(quick: bool) -> str:
     for checkpointing in (False, True):
         for batch in batches:
             with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
-                cfg = compose("train", [*IJEPA_FAKE, *toy(quick), "data.image_size=" + (
-                    "28" if quick else "224"), f"model.encoder.grad_checkpointing={checkpointing}"])
+                cfg = compose(
+                    "train",
+                    [
+                        *IJEPA_FAKE,
+                        *toy(quick),
+                        "data.image_size=" + ("28" if quick else "224"),
+                        f"model.encoder.grad_checkpointing={checkpointing}",
+                    ],
+                )
             model = instantiate(cfg.model).to(device)
             optimizer = model.configure_optimizers()
             size = cfg.data.image_size
@@ -223,8 +230,11 @@ def memory_table(quick: bool) -> str:
                     torch.cuda.empty_cache()
                     torch.cuda.reset_peak_memory_stats()
                 with torch.autocast(device, dtype=torch.bfloat16, enabled=cuda):
-                    probe = torch.randn(2, 3, size, size, device=device)
-                    saved = saved_activation_bytes(model, probe) * batch / 2
+                    small, large = (
+                        saved_activation_bytes(model, torch.randn(n, 3, size, size, device=device))
+                        for n in (2, 4)
+                    )
+                saved = small + (large - small) / 2 * (batch - 2)  # as MemoryEstimate does
                 params = list(model.parameters())
                 weights = sum(p.numel() * p.element_size() for p in params)
                 trained = 12 * sum(p.numel() for p in params if p.requires_grad)

@@ -37,14 +37,16 @@ def tally(events, backend: str) -> dict:
     event named ``<backend>:<op>``, gradient traffic one that starts inside a BACKWARD range.
     """
     events = list(events)
-    backward = [(e.start_ns(), e.start_ns() + e.duration_ns()) for e in events if e.name() == BACKWARD]
+    backward = [
+        (e.start_ns(), e.start_ns() + e.duration_ns()) for e in events if e.name() == BACKWARD
+    ]
     out = {kind: {"bytes": 0, "collectives": Counter()} for kind in ("gradient", "other")}
     for e in events:
         if not e.name().startswith(f"{backend}:"):
             continue
         shapes, dtypes = e.shapes(), e.dtypes()
         nbytes = 0
-        for shape, dtype in zip(shapes[:1], dtypes[:1]):  # the input; outputs are not sent
+        for shape, dtype in zip(shapes[:1], dtypes[:1], strict=False):  # the input, not outputs
             nbytes += ITEMSIZE.get(dtype, 4) * int(torch.Size(shape).numel())
         kind = "gradient" if any(a <= e.start_ns() <= b for a, b in backward) else "other"
         out[kind]["bytes"] += nbytes

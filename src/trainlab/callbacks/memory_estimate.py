@@ -2,10 +2,13 @@
 
 weights (all parameters) + gradients and AdamW's two moments (trained parameters, float32)
 + the activations one step saves for its backward pass, counted with saved_tensors_hooks on
-a 2-image step (under the run's precision and activation checkpointing, each storage once)
-and scaled to the per-device batch. It leaves out allocator fragmentation, the forward's
-transient buffers and the DDP buckets, so the measured peak reads some 10-25 % above it
-(scripts/bench_gpu.py's memory table shows both). torch has no such estimate before a step.
+steps of 2 and 4 images (under the run's precision and activation checkpointing, each
+storage once) and extrapolated to the per-device batch. Two sizes, not one scaled: some
+saved tensors do not grow with the batch (autocast saves a bf16 copy of every weight), and
+scaling a 2-image count by 64 put ViT-H/14 at 129 GiB where the H100 measured 46.5
+(BENCHMARKS_GPU.md). It leaves out allocator fragmentation, the forward's transient buffers
+and what activation checkpointing recomputes in the backward pass. torch has no such
+estimate before a step.
 """
 
 import torch
@@ -20,8 +23,12 @@ GIB = 2**30
 
 
 def saved_activation_bytes(module, images: torch.Tensor) -> int:
-    """Bytes of the tensors one ``module.loss`` saves for backward (each storage once)."""
-    seen, total = set(), 0
+    """Bytes of the tensors one ``module.loss`` saves for backward (each storage once; the
+    module's own parameters, which it saves by reference, not counted)."""
+    seen = {
+        (p.untyped_storage().data_ptr(), p.untyped_storage().nbytes()) for p in module.parameters()
+    }
+    total = 0
 
     def pack(t):
         nonlocal total
@@ -38,32 +45,39 @@ def saved_activation_bytes(module, images: torch.Tensor) -> int:
 
 
 class MemoryEstimate(Callback):
-    def __init__(self, probe_batch: int = 2):
-        self.probe_batch = probe_batch
+    def __init__(self, probe_batches: tuple[int, int] = (2, 4)):
+        self.probe_batches = probe_batches
         self.estimate: dict | None = None
 
     def on_train_start(self, trainer, pl_module) -> None:
         sharded = isinstance(trainer.strategy, (FSDPStrategy, ModelParallelStrategy))
         if sharded or not hasattr(pl_module, "loss") or not trainer.is_global_zero:
             return
-        batch = trainer.datamodule.batch_size if trainer.datamodule else self.probe_batch
         example = pl_module.example_input_array
-        if example is None:
+        if example is None or trainer.datamodule is None:
             return
+        batch = trainer.datamodule.batch_size
         params = list(pl_module.parameters())
         weights = sum(p.numel() * p.element_size() for p in params)
         trained = sum(p.numel() for p in params if p.requires_grad) * 4 * 3  # grad, 2 moments
-        images = torch.randn(self.probe_batch, *example.shape[1:], device=pl_module.device)
         # Outside the run's random streams and its logging (a step's log_numbers reads
         # the trainer): the run draws exactly what it would without the estimate.
         attached, pl_module._trainer = pl_module._trainer, None
+        cuda = pl_module.device.type == "cuda"
         try:
-            with torch.random.fork_rng(devices=[pl_module.device] if images.is_cuda else []):
+            with torch.random.fork_rng(devices=[pl_module.device] if cuda else []):
                 with trainer.precision_plugin.forward_context():
-                    saved = saved_activation_bytes(pl_module, images)
+                    small, large = (
+                        saved_activation_bytes(
+                            pl_module, torch.randn(n, *example.shape[1:], device=pl_module.device)
+                        )
+                        for n in self.probe_batches
+                    )
         finally:
             pl_module._trainer = attached
-        activations = saved * batch / self.probe_batch
+        (a, b) = self.probe_batches
+        per_image = (large - small) / (b - a)
+        activations = small + per_image * (batch - a)
         self.estimate = {
             "estimated_peak_gib": round((weights + trained + activations) / GIB, 2),
             "estimated_activations_gib": round(activations / GIB, 2),

@@ -38,6 +38,8 @@ def busy_fraction(intervals: list[tuple[float, float]], wall: float) -> float:
 def caller(stack: list[traceback.FrameSummary]) -> str:
     """The innermost frame of trainlab or Lightning: the line that asked for the sync."""
     for frame in reversed(stack):
+        if frame.filename == __file__ or "warnings" in Path(frame.filename).name:
+            continue  # this handler and Python's warnings machinery
         if "trainlab" in frame.filename or "lightning" in frame.filename:
             return f"{Path(frame.filename).name}:{frame.lineno} {frame.name}"
     return "elsewhere"
@@ -88,9 +90,10 @@ class StepProfile(Callback):
         self._stack = None
         totals: Counter = Counter()
         intervals = []
-        if cuda:  # the GPU's kernels
+        if cuda:  # the GPU's kernels (not the ranges that annotate them, e.g. Optimizer.step)
             for e in self._profiler.events():
-                if e.device_type == torch.autograd.DeviceType.CUDA:
+                annotation = getattr(e, "is_user_annotation", False)
+                if e.device_type == torch.autograd.DeviceType.CUDA and not annotation:
                     totals[e.name] += e.time_range.elapsed_us()
                     intervals.append((e.time_range.start, e.time_range.end))
         else:  # operators by their own CPU time
@@ -101,7 +104,11 @@ class StepProfile(Callback):
             "wall_ms_per_step": 1000 * wall / self.steps,
             "busy": busy_fraction(intervals, wall * 1e6) if cuda else None,
             "top": [
-                {"name": name[:120], "ms_per_step": us / 1000 / self.steps, "share": us / (wall * 1e6)}
+                {
+                    "name": name[:120],
+                    "ms_per_step": us / 1000 / self.steps,
+                    "share": us / (wall * 1e6),
+                }
                 for name, us in totals.most_common(self.top)
             ],
             "syncs_per_step": sum(self._syncs.values()) / self.steps if cuda else None,
