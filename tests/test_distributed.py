@@ -13,6 +13,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from torchmetrics.classification import MulticlassAccuracy
 
+from trainlab.evaluation.checkpoint import rate_checkpoint
 from trainlab.model.classifier import Classifier
 
 RANK_CONSISTENCY = (
@@ -156,7 +157,9 @@ def test_ijepa_ddp_powersgd_bf16_accumulation_from_train_py(tmp_path):
 def test_a_ddp_step_sends_the_gradients_and_little_else(tmp_path):
     """A 2-rank ViT-Tiny I-JEPA from train.py: one steady optimizer step, profiled by
     CommCounter, sends the gradients' bytes (all-reduced), the monitors' gather and nothing
-    else: no buffer broadcast (the bank), no per-batch agreement of the stop signal."""
+    else: no buffer broadcast (the bank), no per-batch agreement of the stop signal. Its
+    end-of-run feature table, sharded over the 2 ranks and bounded per class, reads what one
+    process reads on the same checkpoint and images."""
     result = run_cli(
         "train.py",
         *TWO_CPU_RANKS,
@@ -166,7 +169,9 @@ def test_a_ddp_step_sends_the_gradients_and_little_else(tmp_path):
         "trainer.limit_val_batches=1",
         "test=false",
         "extras.print_config=false",
-        "features.enabled=false",
+        "features.baselines=false",
+        "features.train_per_class=30",
+        "features.eval_per_class=10",
         f"paths.log_dir={tmp_path}",
         "run_name=comm",
         cwd=tmp_path,
@@ -181,6 +186,19 @@ def test_a_ddp_step_sends_the_gradients_and_little_else(tmp_path):
     assert 0 < run["other_comm_bytes_per_step"] < 0.05 * run["comm_bytes_per_step"], run
     assert run["other_comm_collectives_per_step"] == {"all_gather": 2}, run  # features, labels
     assert "gradient bytes sent/step" in result.stdout
+    results = json.loads((tmp_path / "train" / "runs" / "comm" / "metrics.json").read_text())
+    assert run["features_ranks"] == 2 and run["features_images"]["train"] == 300, run
+    assert run["features_images"]["val"] <= 100 and run["features_images"]["test"] <= 100
+    ckpt = str(tmp_path / "train" / "runs" / "comm" / "checkpoints" / "last.ckpt")
+    ratings = rate_checkpoint(
+        cfg.model.encoder, ckpt, instantiate(cfg.data), baselines=False, seed=42,
+        train_per_class=30, eval_per_class=10,
+    )  # fmt: skip
+    alone = ratings["features"]
+    assert results["metrics"]["features/linear_acc"] == pytest.approx(
+        alone.linear.test_acc, abs=0.02
+    )
+    assert results["metrics"]["features/knn_acc"] == pytest.approx(alone.knn_acc, abs=0.02)
 
 
 @pytest.mark.parametrize(

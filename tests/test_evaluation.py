@@ -9,6 +9,7 @@ from conftest import compose_cfg, make_image_folder, run_cli
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from trainlab.evaluation.features import Extraction, gather_shards
 from trainlab.evaluation.linear_grid import linear_grid, train_heads
 from trainlab.evaluation.protocol import knn_choice
 from trainlab.run.checkpoint_config import run_config_of
@@ -186,3 +187,20 @@ def test_a_run_dir_written_before_the_packages_were_renamed_still_loads(tmp_path
     cfg = run_config_of(tmp_path / "checkpoints" / "last.ckpt")
     assert cfg.model._target_ == "trainlab.model.ijepa.IJEPA"
     assert instantiate(cfg.model.encoder).grid == (4, 4)
+
+
+def test_sharded_features_are_gathered_back_in_order():
+    """gather_shards: ranks hold rows rank::2 of 7 (4 and 3, padded to 4 for all_gather);
+    each rank rebuilds all 7 rows in order (the fake all_gather returns what both send)."""
+    x = torch.randn(7, 5)
+
+    def padded(rank):
+        shard = x[rank::2]
+        return torch.cat([shard, shard.new_zeros(4 - len(shard), 5)])
+
+    how = [
+        Extraction(rank=r, world_size=2, all_gather=lambda t: torch.stack([padded(0), padded(1)]))
+        for r in (0, 1)
+    ]
+    for rank in (0, 1):
+        assert torch.equal(gather_shards(x[rank::2], 7, how[rank]), x)

@@ -14,10 +14,12 @@ from pathlib import Path
 
 import hydra
 import lightning as L
+import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from trainlab.evaluation.checkpoint import print_ratings, rate_checkpoint
+from trainlab.evaluation.features import Extraction
 from trainlab.evaluation.protocol import choices
 from trainlab.evaluation.protocol import metrics as protocol_metrics
 from trainlab.model.networks.weights import check_readable
@@ -93,6 +95,9 @@ def rate_features(cfg: DictConfig, ckpt: Path, start: float) -> dict:
     datamodule.check()
     run_dir = open_run(cfg)  # after the checks: a refused run writes nothing
     encoder_cfg = cfg.model.get("encoder") or cfg.model.net.encoder
+    # One process, on the first GPU where there is one (the loader's workers as the data's).
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    how = Extraction(device=device, num_workers=cfg.data.get("num_workers") or 0)
     ratings = rate_checkpoint(
         encoder_cfg,
         str(ckpt),
@@ -100,6 +105,9 @@ def rate_features(cfg: DictConfig, ckpt: Path, start: float) -> dict:
         cfg.features.init_part,
         cfg.features.baselines,
         cfg.seed,
+        how,
+        cfg.features.get("train_per_class"),
+        cfg.features.get("eval_per_class"),
     )
     metrics = protocol_metrics(ratings)
     print_ratings(ratings, f"frozen features of {ckpt.name} ({datamodule.name})")

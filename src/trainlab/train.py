@@ -23,7 +23,8 @@ from trainlab.callbacks.memory_estimate import MemoryEstimate
 from trainlab.callbacks.optuna_pruning import OptunaPruning, pruned_epoch
 from trainlab.callbacks.run_stats import RunStats
 from trainlab.callbacks.seed_each_step import SeedEachStep
-from trainlab.evaluation.checkpoint import print_ratings, rate_checkpoint
+from trainlab.evaluation.checkpoint import bounded_splits, print_ratings, rate_checkpoint
+from trainlab.evaluation.features import Extraction
 from trainlab.evaluation.protocol import choices
 from trainlab.evaluation.protocol import metrics as protocol_metrics
 from trainlab.model.compile import compile_networks
@@ -102,28 +103,52 @@ def stop_after_signal(trainer: L.Trainer, run_dir: Path) -> None:
     raise SystemExit(128 + signum)
 
 
-def rate_frozen_features(cfg: DictConfig, ckpt: str, datamodule, metrics: dict):
-    """The feature protocol's table for a pre-training run's checkpoint, in the summary."""
+def rate_frozen_features(
+    cfg: DictConfig, trainer: L.Trainer, ckpt: str, datamodule, metrics: dict
+) -> tuple[dict, dict | None, dict]:
+    """The feature protocol's table for a pre-training run's checkpoint, in the summary:
+    (metrics, chosen, facts for metrics.json's run). Every rank computes its share of the
+    features on its device (evaluation/features.py) before the process group goes away;
+    rank 0 prints."""
     if not Path(ckpt).is_file():
         log.info("no checkpoint written (checkpointing off): frozen features not rated")
-        return metrics, None
+        return metrics, None, {}
     log.info(f"rating the frozen {cfg.features.init_part} of {ckpt} (features.enabled=false skips)")
     if cfg.data.get("holdout_val") is False:  # an image folder's val/ is also its test split
         datamodule = hydra.utils.instantiate(cfg.data, holdout_val=True)
+    how = Extraction(
+        device=trainer.strategy.root_device,
+        num_workers=cfg.data.get("num_workers") or 0,
+        rank=trainer.global_rank,
+        world_size=trainer.world_size,
+        all_gather=trainer.strategy.all_gather,
+    )
+    bounds = {k: cfg.features.get(k) for k in ("train_per_class", "eval_per_class")}
+    start = time.monotonic()
     try:
+        seed = cfg.get("seed") or 0
+        sizes = {k: len(v) for k, v in bounded_splits(datamodule, *bounds.values(), seed).items()}
         ratings = rate_checkpoint(
-            cfg.model.encoder,
-            ckpt,
-            datamodule,
-            cfg.features.init_part,
-            cfg.features.baselines,
-            cfg.get("seed") or 0,
-        )
+            cfg.model.encoder, ckpt, datamodule, cfg.features.init_part,
+            cfg.features.baselines, seed, how, **bounds,
+        )  # fmt: skip
     except DataError as error:  # training succeeded: report, do not fail the run
         log.warning(f"frozen features not rated: {error}")
-        return metrics, None
-    print_ratings(ratings, f"frozen features of {Path(ckpt).name} ({datamodule.name})")
-    return {**metrics, **protocol_metrics(ratings)}, choices(ratings)
+        return metrics, None, {}
+    seconds = round(time.monotonic() - start, 1)
+    facts = {
+        "features_seconds": seconds,
+        "features_images": sizes,
+        "features_ranks": how.world_size,
+    }
+    if trainer.is_global_zero:
+        used = ", ".join(f"{k} {n:,}" for k, n in sizes.items())
+        print_ratings(
+            ratings,
+            f"frozen features of {Path(ckpt).name} ({datamodule.name}; images: {used}; "
+            f"{how.world_size} rank(s), {seconds} s)",
+        )
+    return {**metrics, **protocol_metrics(ratings)}, choices(ratings), facts
 
 
 def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list, list]:
@@ -276,8 +301,17 @@ def train(cfg: DictConfig) -> float | None:
         compile_networks(model)
     for logger in loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+    chosen, facts_of_features = None, {}
     try:
         metrics, best = fit_and_test(cfg, trainer, model, datamodule, run_dir)
+        last = run_dir / "checkpoints" / "last.ckpt"
+        rate = cfg.features.enabled and isinstance(model, SelfSupervised)
+        if rate and pruned_epoch(trainer) is None:
+            # last.ckpt: the weights the summary's final val/* monitors describe
+            rated = str(last) if last.exists() else best or str(last)
+            metrics, chosen, facts_of_features = rate_frozen_features(
+                cfg, trainer, rated, datamodule, metrics
+            )
     finally:
         finish_wandb(loggers)
         if launcher is not None:
@@ -289,15 +323,10 @@ def train(cfg: DictConfig) -> float | None:
             dist.destroy_process_group()
     if not trainer.is_global_zero:
         return metrics.get(cfg.get("optimized_metric") or "")
-    chosen, last = None, run_dir / "checkpoints" / "last.ckpt"
-    if cfg.features.enabled and isinstance(model, SelfSupervised) and pruned_epoch(trainer) is None:
-        # last.ckpt: the weights the summary's final val/* monitors describe
-        rated = str(last) if last.exists() else best or str(last)
-        metrics, chosen = rate_frozen_features(cfg, rated, datamodule, metrics)
     run = {"run_dir": str(run_dir), "wall_seconds": round(time.monotonic() - start, 2)}
     for reporter in reporters:
         run |= reporter.summary()
-    run |= {**facts, "devices": [str(d) for d in devices]}
+    run |= {**facts, **facts_of_features, "devices": [str(d) for d in devices]}
     run["precision"] = str(trainer.precision)  # as resolved: ijepa_mnist picks it by the CPU
     report_run(cfg, trainer, run_dir, metrics, best, run, chosen)
     return metrics.get(cfg.get("optimized_metric") or "")

@@ -4,8 +4,10 @@ raw pixels and a random encoder of the same shape, on one data module's splits."
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
+from torch.utils.data import Dataset, Subset
 
-from trainlab.evaluation.features import encoder_views, pixel_views
+from trainlab.data.low_shot import labels_of
+from trainlab.evaluation.features import LOCAL, Extraction, encoder_views, pixel_views
 from trainlab.evaluation.protocol import Rating, rate
 from trainlab.model.networks.weights import ijepa_parts, load_into, read_state
 from trainlab.run.console import print_jobs
@@ -28,6 +30,30 @@ def load_encoder(encoder_cfg: DictConfig, ckpt: str, part: str) -> torch.nn.Modu
     return encoder.eval()
 
 
+def at_most_per_class(dataset: Dataset, per_class: int | None, seed: int) -> Dataset:
+    """At most ``per_class`` images of each class, the same ones for every encoder rated."""
+    if per_class is None:
+        return dataset
+    labels = labels_of(dataset)
+    generator = torch.Generator().manual_seed(seed)
+    order = torch.randperm(len(labels), generator=generator)
+    kept, seen = [], {}
+    for i in order.tolist():
+        label = int(labels[i])
+        if seen.get(label, 0) < per_class:
+            seen[label] = seen.get(label, 0) + 1
+            kept.append(i)
+    return Subset(dataset, sorted(kept))
+
+
+def bounded_splits(datamodule, train_per_class: int | None, eval_per_class: int | None, seed: int):
+    """The data module's evaluation splits, each bounded per class (null: every image)."""
+    return {
+        split: at_most_per_class(d, train_per_class if split == "train" else eval_per_class, seed)
+        for split, d in datamodule.eval_splits().items()
+    }
+
+
 def rate_checkpoint(
     encoder_cfg: DictConfig,
     ckpt: str,
@@ -35,19 +61,23 @@ def rate_checkpoint(
     init_part: str = "target_encoder",
     baselines: bool = True,
     seed: int = 0,
+    how: Extraction = LOCAL,
+    train_per_class: int | None = None,
+    eval_per_class: int | None = None,
 ) -> dict[str, Rating]:
-    """{"features": ..., and with baselines "pixels", "random"}, all on the same splits."""
-    datasets = datamodule.eval_splits()
+    """{"features": ..., and with baselines "pixels", "random"}, all on the same splits.
+    ``train_per_class`` / ``eval_per_class`` bound the probe's train split and the val and
+    test splits (null: every image), for data sets where extracting all would take hours."""
+    datasets = bounded_splits(datamodule, train_per_class, eval_per_class, seed)
     classes = datamodule.num_classes
     ratings = {}
     if baselines:
-        ratings["pixels"] = rate(pixel_views, datasets, classes, "pixels")
+        ratings["pixels"] = rate(pixel_views, datasets, classes, "pixels", how)
         torch.manual_seed(seed)  # the random encoder is a function of the seed
-        ratings["random"] = rate(
-            encoder_views(instantiate(encoder_cfg).eval()), datasets, classes, "random"
-        )
-    encoder = load_encoder(encoder_cfg, ckpt, init_part)
-    ratings["features"] = rate(encoder_views(encoder), datasets, classes, init_part)
+        random_encoder = instantiate(encoder_cfg).eval().to(how.device)
+        ratings["random"] = rate(encoder_views(random_encoder), datasets, classes, "random", how)
+    encoder = load_encoder(encoder_cfg, ckpt, init_part).to(how.device)
+    ratings["features"] = rate(encoder_views(encoder), datasets, classes, init_part, how)
     return ratings
 
 

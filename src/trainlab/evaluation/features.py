@@ -1,10 +1,11 @@
 """Frozen features of every image of a split, computed once with the evaluation transform."""
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from rich.progress import track
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Subset
 
 Views = Callable[[torch.Tensor], dict[str, torch.Tensor]]
 #: The I-JEPA paper's probe reads the last 4 blocks (the online monitors read the same).
@@ -28,19 +29,64 @@ def encoder_views(encoder: torch.nn.Module) -> Views:
     return views
 
 
+@dataclass(frozen=True)
+class Extraction:
+    """Where and how features are computed: ``device`` (bf16 autocast on CUDA),
+    ``num_workers`` of the loader, and, for a multi-rank run, this process's ``rank`` of
+    ``world_size`` with ``all_gather`` (Lightning's ``strategy.all_gather``): each rank
+    computes every world_size-th image and all end with every feature."""
+
+    device: torch.device = torch.device("cpu")
+    num_workers: int = 0
+    rank: int = 0
+    world_size: int = 1
+    all_gather: Callable[[torch.Tensor], torch.Tensor] | None = None
+
+
+LOCAL = Extraction()  # one process, on the CPU
+
+
+def gather_shards(x: torch.Tensor, total: int, how: Extraction) -> torch.Tensor:
+    """This rank's rows ``rank::world_size`` of a (total, ...) tensor -> all rows, in order.
+    Shards differ by at most one row: padded to the longest for all_gather."""
+    longest = -(-total // how.world_size)
+    padded = torch.cat([x, x.new_zeros(longest - len(x), *x.shape[1:])])
+    gathered = how.all_gather(padded)  # (world_size, longest, ...)
+    out = x.new_empty(total, *x.shape[1:])
+    for rank in range(how.world_size):
+        rows = len(range(rank, total, how.world_size))
+        out[rank :: how.world_size] = gathered[rank][:rows].to(out.device)
+    return out
+
+
 @torch.no_grad()
 def extract(
-    views: Views, dataset: Dataset, batch_size: int = 256, desc: str = "features"
+    views: Views,
+    dataset: Dataset,
+    batch_size: int = 256,
+    desc: str = "features",
+    how: Extraction = LOCAL,
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """({view: (N, D) float32}, labels (N,)) over a whole data set of (image, label)."""
+    """({view: (N, D) float32}, labels (N,)) over a whole data set of (image, label), on
+    ``how.device``, sharded over ranks where ``how.world_size`` > 1."""
+    if how.world_size > 1:
+        dataset = Subset(dataset, range(how.rank, len(dataset), how.world_size))
     out: dict[str, list[torch.Tensor]] = {}
     labels = []
-    loader = DataLoader(dataset, batch_size=batch_size)
-    for images, y in track(loader, description=desc, transient=True):
-        for name, feats in views(images).items():
-            out.setdefault(name, []).append(feats.float())
-        labels.append(torch.as_tensor(y))
-    return {k: torch.cat(v) for k, v in out.items()}, torch.cat(labels)
+    loader = DataLoader(dataset, batch_size=batch_size, num_workers=how.num_workers)
+    cuda = how.device.type == "cuda"
+    for images, y in track(loader, description=desc, transient=True, disable=how.rank > 0):
+        images = images.to(how.device, non_blocking=True)
+        with torch.autocast(how.device.type, dtype=torch.bfloat16, enabled=cuda):
+            for name, feats in views(images).items():
+                out.setdefault(name, []).append(feats.float())
+        labels.append(torch.as_tensor(y).to(how.device))
+    feats, labels = {k: torch.cat(v) for k, v in out.items()}, torch.cat(labels)
+    if how.world_size > 1:
+        total = len(dataset.dataset)
+        feats = {k: gather_shards(v, total, how) for k, v in feats.items()}
+        labels = gather_shards(labels, total, how)
+    return feats, labels
 
 
 def standardised(views: dict[str, dict[str, torch.Tensor]]) -> dict[str, dict[str, torch.Tensor]]:

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch.utils.data import Dataset
 
-from trainlab.evaluation.features import Views, extract, standardised
+from trainlab.evaluation.features import LOCAL, Extraction, Views, extract, standardised
 from trainlab.evaluation.knn import knn_scores
 from trainlab.evaluation.linear_grid import HeadResult, accuracy, linear_grid
 
@@ -41,13 +41,16 @@ def knn_choice(views, labels, num_classes: int, k: int = 20) -> tuple[str, float
 
 
 def extract_splits(
-    views: Views, datasets: dict[str, Dataset], name: str = "features"
+    views: Views,
+    datasets: dict[str, Dataset],
+    name: str = "features",
+    how: Extraction = LOCAL,
 ) -> tuple[dict[str, dict[str, torch.Tensor]], dict[str, torch.Tensor]]:
     """({view: {split: (N, D)}} with the ``+bn`` views added, {split: labels}): computed once."""
     feats: dict[str, dict[str, torch.Tensor]] = {}
     labels = {}
     for split in SPLITS:
-        by_view, labels[split] = extract(views, datasets[split], desc=f"{name} {split}")
+        by_view, labels[split] = extract(views, datasets[split], desc=f"{name} {split}", how=how)
         for view, x in by_view.items():
             feats.setdefault(view, {})[split] = x
     return standardised(feats), labels
@@ -61,10 +64,15 @@ def rate_features(feats, labels, num_classes: int, **grid) -> Rating:
 
 
 def rate(
-    views: Views, datasets: dict[str, Dataset], num_classes: int, name: str = "features", **grid
+    views: Views,
+    datasets: dict[str, Dataset],
+    num_classes: int,
+    name: str = "features",
+    how: Extraction = LOCAL,
+    **grid,
 ) -> Rating:
     """Rate one feature extractor on ``datasets`` = {"train", "val", "test"} (eval transforms)."""
-    return rate_features(*extract_splits(views, datasets, name), num_classes, **grid)
+    return rate_features(*extract_splits(views, datasets, name, how), num_classes, **grid)
 
 
 def metrics(ratings: dict[str, Rating]) -> dict[str, float]:
