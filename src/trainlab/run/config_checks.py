@@ -86,6 +86,83 @@ def check_types(node: DictConfig, path: str) -> None:
             )
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# Ranges by key, wherever the key appears (a model, its optimizer, the trainer, the data):
+# (test, what the value must be). Lists are checked item by item.
+RANGES = {
+    "lr": (lambda v: v > 0, "above 0 (the peak learning rate)"),
+    "patch_size": (lambda v: v >= 1, "at least 1"),
+    "image_size": (lambda v: v >= 1, "at least 1"),
+    "img_size": (lambda v: v >= 1, "at least 1 (data.image_size)"),
+    "num_targets": (lambda v: v >= 1, "at least 1 target block"),
+    "min_keep": (lambda v: v >= 1, "at least 1"),
+    "depth": (lambda v: v >= 1, "at least 1 block"),
+    "accumulate_grad_batches": (lambda v: v >= 1, "at least 1 (1: no accumulation)"),
+    "check_val_every_n_epoch": (lambda v: v >= 1, "at least 1 (or null with val_check_interval)"),
+    "log_every_n_steps": (lambda v: v >= 1, "at least 1"),
+    "warmup_epochs": (lambda v: v >= 0, "0 or more"),
+    "weight_decay": (lambda v: v >= 0, "0 or more"),
+    "num_workers": (lambda v: v >= 0, "0 or more"),
+    "momentum": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "ema": (lambda v: 0 <= v <= 1, "in [0, 1] (EMA momentum)"),
+    "drop_path_rate": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    "mask_ratio": (lambda v: 0 < v < 1, "in (0, 1)"),
+}
+# [low, high] ranges: low <= high, and each bound in its interval.
+INTERVALS = {
+    "context_scale": (lambda v: 0 < v <= 1, "in (0, 1], a fraction of the grid"),
+    "target_scale": (lambda v: 0 < v <= 1, "in (0, 1], a fraction of the grid"),
+    "crop_scale": (lambda v: 0 < v <= 1, "in (0, 1], a fraction of the image"),
+    "context_aspect": (lambda v: v > 0, "above 0"),
+    "target_aspect": (lambda v: v > 0, "above 0"),
+    "ema": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+}
+
+
+def check_ranges(node: DictConfig, path: str) -> None:
+    """RANGES and INTERVALS: one line naming the key and what it must be."""
+    for key, (ok, must) in RANGES.items():
+        value = node.get(key)
+        if key == "lr" and isinstance(value, ListConfig):  # a schedule may start at 0
+            ok, must = (lambda v: v >= 0), "0 or more in a schedule"
+        for v in _own_values(node, key):
+            if not ok(v):
+                raise ConfigError(f"{path}.{key}={_plain(value)} is not valid: it must be {must}")
+    for key, (ok, must) in INTERVALS.items():
+        value = node.get(key)
+        if not isinstance(value, ListConfig) or len(value) != 2 or not all(map(_number, value)):
+            continue
+        low, high = value
+        if not (ok(low) and ok(high)):
+            raise ConfigError(
+                f"{path}.{key}={_plain(value)} is not valid: each bound must be {must}"
+            )
+        if low > high:
+            raise ConfigError(
+                f"{path}.{key}={_plain(value)} is given backwards: write [{high}, {low}] (low, high)"
+            )
+
+
+def _own_values(node: DictConfig, key: str) -> list:
+    """The numbers of ``node.key`` (a list item by item) that are written there, not
+    interpolated from another key: that key is checked, and named, where it is written."""
+    if key not in node or node._get_node(key)._is_interpolation():
+        return []
+    value = node[key]
+    if not isinstance(value, ListConfig):
+        return [value] if _number(value) else []
+    return [
+        v for i, v in enumerate(value) if _number(v) and not value._get_node(i)._is_interpolation()
+    ]
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, ListConfig) else value
+
+
 def check_values(node: DictConfig, path: str) -> None:
     """Values of the right type that cannot work, found here rather than deep in a model or
     a DataLoader: a patch size that does not divide the image, a batch size below 1, schedules
@@ -116,4 +193,17 @@ def check_config(cfg: DictConfig) -> None:
             continue
         for path, node in _dict_nodes(cfg[key], str(key)):
             check_types(node, path)
+            check_ranges(node, path)
             check_values(node, path)
+    seed = cfg.get("seed")
+    if _number(seed) and not 0 <= seed < 2**32:
+        raise ConfigError(f"seed={seed} is not valid: it must be in [0, 2**32) (or null)")
+    data = cfg.get("data")
+    if isinstance(data, DictConfig) and _number(data.get("in_chans")):
+        for key in ("mean", "std"):
+            value = data.get(key)
+            if isinstance(value, ListConfig) and len(value) not in (1, data.in_chans):
+                raise ConfigError(
+                    f"data.{key} has {len(value)} values for data.in_chans={data.in_chans} "
+                    f"channels: give {data.in_chans} values (or 1 for all)"
+                )
