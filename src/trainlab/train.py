@@ -203,6 +203,11 @@ def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir
             if resume_from
             else f"no checkpoint in {run_dir}/checkpoints: starting fresh"
         )
+        if resume_from and trainer.is_global_zero:
+            truncate_logs(trainer, resume_from)
+    elif cfg.get("resume_from"):
+        resume_from = cfg.resume_from
+        log.info(f"starting from the training state of {resume_from}")
     try:
         # weights_only: a checkpoint restores tensors and plain values, never runs code.
         trainer.fit(model, datamodule=datamodule, ckpt_path=resume_from, weights_only=True)
@@ -214,6 +219,17 @@ def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir
     except SIGTERMException:  # pre-empted: InterruptionCheckpoint saved last.ckpt
         stop_after_signal(trainer, run_dir)
     return metrics, best
+
+
+def truncate_logs(trainer: L.Trainer, checkpoint: Path) -> None:
+    """Drop the rows the run logged after ``checkpoint`` was saved (a kill lands between two
+    checkpoints): the resumed run logs those steps again, and each step stays once."""
+    import torch
+
+    step = torch.load(checkpoint, map_location="cpu", mmap=True, weights_only=True)["global_step"]
+    for logger in trainer.loggers:
+        if hasattr(logger, "truncate_from"):
+            logger.truncate_from(step)
 
 
 def warn_unvalidated_epochs(cfg: DictConfig) -> None:
@@ -229,11 +245,29 @@ def warn_unvalidated_epochs(cfg: DictConfig) -> None:
         )
 
 
+def check_resume_from(cfg: DictConfig) -> None:
+    start = cfg.get("resume_from")
+    if start is None:
+        return
+    if cfg.get("resume"):
+        raise ConfigError(
+            "resume=true continues this run dir, resume_from=... starts a new one from another "
+            "run's checkpoint: pass one of them"
+        )
+    if not Path(start).is_file():
+        what = "a directory" if Path(start).is_dir() else "not found"
+        raise ConfigError(
+            f"resume_from={start} is {what}: give a checkpoint file, e.g. "
+            "logs/train/runs/<run>/checkpoints/last.ckpt"
+        )
+
+
 def accept_run(cfg: DictConfig) -> None:
     """Every check that can refuse the run, before anything is written to its run dir."""
     adopt_submitit_local_ranks()  # before anything asks which rank this is
     adopt_encoder_shape(cfg, rundir.command_line_overrides())  # a probe: its weights' shape
     check_config(cfg)
+    check_resume_from(cfg)
     warn_unvalidated_epochs(cfg)
     refuse_multirun_under_torchrun()
     if rundir.is_global_zero():  # child ranks run rank 0's resolved copy of this config

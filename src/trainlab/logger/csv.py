@@ -5,12 +5,13 @@ Lightning's writer deletes an existing metrics.csv when it starts, so resuming a
 in its own run dir (resume=true) would throw away every metric logged before the stop.
 It also keeps rows in memory for 100 steps by default: after a SIGKILL the rows between
 the last flush and the checkpoint the run resumes from would be lost for good. Rows
-after that checkpoint are logged again by the resumed run; such steps appear twice, and
-the later rows are the ones the resumed run's state produced.
+after that checkpoint are logged again by the resumed run, so a resume first drops them
+(``truncate_from``, called by train.py): each step appears once.
 """
 
 import csv
 import os
+from pathlib import Path
 
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
@@ -35,3 +36,19 @@ class ResumableCSVLogger(CSVLogger):
             os.makedirs(self.root_dir, exist_ok=True)
             self._experiment = AppendingExperimentWriter(log_dir=self.log_dir)
         return self._experiment
+
+    def truncate_from(self, step: int) -> None:
+        """Keep only the rows logged before optimizer step ``step`` (a checkpoint's
+        global_step: rows of steps 0 .. step - 1 describe the state it holds)."""
+        path = Path(self.log_dir) / ExperimentWriter.NAME_METRICS_FILE
+        if not path.is_file():
+            return
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            keys, rows = reader.fieldnames or [], [r for r in reader if int(r["step"]) < step]
+        tmp = path.with_suffix(".tmp")
+        with tmp.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=keys)
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(tmp, path)

@@ -5,6 +5,7 @@ the diff when the tree is dirty), installed package versions and host facts, so 
 can be traced back to exactly what produced it.
 """
 
+import fcntl
 import json
 import logging
 import logging.handlers
@@ -22,6 +23,8 @@ from omegaconf import DictConfig, OmegaConf
 from trainlab.utils.errors import UserError
 
 RESULT_FILES = ("metrics.json", "checkpoints")
+LOCK_FILE = ".lock"
+_held_lock = None  # this process's open lock file: the run dir it writes, held until the run ends
 _HELD, _RUN_LOG = "trainlab-held-records", "trainlab-run-log"  # names of our log handlers
 LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"  # Hydra's
 
@@ -34,13 +37,79 @@ def is_global_zero() -> bool:
 
 
 def guard(run_dir: Path, resume: bool = False) -> None:
-    """Refuse to start a new run in a dir that already holds a run's results."""
+    """Refuse to start a new run in a dir that already holds a run's results, and to resume
+    one that has finished: its metrics.json, checkpoints and pictures stay as they are; and
+    first, to touch a dir that another process is writing."""
+    refuse_if_locked(run_dir)
     taken = [name for name in RESULT_FILES if (run_dir / name).exists()]
     if taken and not resume:
         raise UserError(
             f"run dir {run_dir} already holds a run ({', '.join(taken)}): "
             f"pick another run_name, or pass resume=true to continue it"
         )
+    if resume and (run_dir / "metrics.json").exists():
+        raise UserError(
+            f"run dir {run_dir} holds a finished run (metrics.json), which resume=true would "
+            f"overwrite: to train it further, start a new run from its last checkpoint with "
+            f"resume_from={run_dir / 'checkpoints' / 'last.ckpt'} run_name=<a new name>"
+        )
+
+
+def _in_use(run_dir: Path, holder) -> UserError:
+    holder.seek(0)
+    pid = holder.read().strip() or "unknown"
+    return UserError(
+        f"run dir {run_dir} is in use by another process (PID {pid}): wait for it to end, "
+        "or pick another run_name"
+    )
+
+
+def refuse_if_locked(run_dir: Path) -> None:
+    """Refuse a run dir whose lock another process holds, without writing anything."""
+    path = run_dir / LOCK_FILE
+    if not path.is_file() or (_held_lock is not None and Path(_held_lock.name) == path):
+        return
+    with open(path) as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released when f closes
+        except BlockingIOError:
+            raise _in_use(run_dir, f) from None
+
+
+def lock(run_dir: Path) -> None:
+    """One writer per run dir: an exclusive lock on <run dir>/.lock, held by this process
+    until the run ends (its other ranks write under rank 0's). The kernel drops the lock of a
+    process that dies, so a dead run's lock is simply taken. Written by hand: neither Hydra
+    nor Lightning guards a run dir against a second process."""
+    global _held_lock
+    release_lock()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    f = open(run_dir / LOCK_FILE, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        error = _in_use(run_dir, f)
+        f.close()
+        raise error from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    _held_lock = f
+
+
+def release_lock() -> None:
+    global _held_lock
+    if _held_lock is not None:
+        _held_lock.close()  # closing the file releases the lock
+        _held_lock = None
+
+
+def remove_dead_writes(run_dir: Path) -> None:
+    """Temporary checkpoint files (AtomicCheckpointIO's ``.<name>.<pid>.tmp``) that a killed
+    run left: under the run dir's lock no live process of this run is writing one."""
+    for tmp in run_dir.glob("checkpoints/.*.tmp"):
+        tmp.unlink(missing_ok=True)
 
 
 def resume_checkpoint(run_dir: Path) -> Path | None:
@@ -146,6 +215,7 @@ def close_run_log() -> None:
         old = _swap_root_handler(name, None)
         if old is not None:
             old.close()
+    release_lock()
 
 
 def open_run(cfg: DictConfig, resume: bool = False) -> Path:
@@ -154,7 +224,10 @@ def open_run(cfg: DictConfig, resume: bool = False) -> Path:
     its record. Call it after every check: a refused run must write nothing."""
     run_dir = Path(cfg.paths.output_dir)
     if is_global_zero():
-        guard(run_dir, resume=resume)
+        guard(run_dir, resume=resume)  # before the lock: a refused run adds no lock file
+        lock(run_dir)
+        guard(run_dir, resume=resume)  # again, now that no other process can write here
+        remove_dead_writes(run_dir)
         if resume and (run_dir / "config.yaml").exists():
             note_resume(run_dir)  # keep the run's original config and facts
         else:

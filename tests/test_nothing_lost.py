@@ -1,0 +1,125 @@
+"""A run's results survive every command that follows: a finished run is never resumed over,
+two processes never write one run dir, and a killed run's debris is gone after its resume."""
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from conftest import ROOT, run_cli, run_in_process
+
+import trainlab.train
+
+# 2 epochs of 4 steps, a step checkpoint every 2 steps, every step logged.
+JOB = [
+    "trainer.max_epochs=2",
+    "trainer.limit_train_batches=4",
+    "trainer.limit_val_batches=1",
+    "trainer.limit_test_batches=1",
+    "trainer.log_every_n_steps=1",
+    "model.encoder.depth=2",
+    "callbacks=[default,step_checkpoints]",
+    "callbacks.step_checkpoints.every_n_train_steps=2",
+    "extras.print_config=false",
+    "features.enabled=false",
+]
+
+
+def snapshot(run_dir: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+
+
+def steps_logged(run_dir: Path) -> Counter:
+    """How many rows of train/loss_step each step has in metrics.csv."""
+    with (run_dir / "csv" / "metrics.csv").open() as f:
+        return Counter(int(r["step"]) for r in csv.DictReader(f) if r.get("train/loss_step"))
+
+
+def losses(run_dir: Path) -> dict[int, str]:
+    with (run_dir / "csv" / "metrics.csv").open() as f:
+        return {
+            int(r["step"]): r["train/loss_step"]
+            for r in csv.DictReader(f)
+            if r.get("train/loss_step")
+        }
+
+
+def train(monkeypatch, tmp_path, *overrides) -> int:
+    argv = ["train.py", *JOB, f"paths.log_dir={tmp_path}", *overrides]
+    return run_in_process(trainlab.train.main, argv, monkeypatch)
+
+
+def test_a_finished_run_is_never_resumed_over_and_is_extended_beside_itself(
+    tmp_path, monkeypatch, capfd
+):
+    assert train(monkeypatch, tmp_path, "run_name=done") == 0
+    run_dir = tmp_path / "train" / "runs" / "done"
+    before = snapshot(run_dir)
+    capfd.readouterr()
+    for extra in (["resume=true"], ["resume=true", "trainer.max_epochs=3"]):
+        assert train(monkeypatch, tmp_path, "run_name=done", *extra) == 2
+        lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("error")]
+        assert len(lines) == 1 and "finished run" in lines[0] and "resume_from=" in lines[0], lines
+        assert snapshot(run_dir) == before  # every file, bytewise
+    # Trained further from its last checkpoint: a new run dir, the old one untouched.
+    last = run_dir / "checkpoints" / "last.ckpt"
+    extend = ["run_name=more", f"resume_from={last}", "trainer.max_epochs=3"]
+    assert train(monkeypatch, tmp_path, *extend) == 0
+    assert snapshot(run_dir) == before
+    more = tmp_path / "train" / "runs" / "more"
+    assert sorted(steps_logged(more)) == [8, 9, 10, 11]  # epoch 3 only, from step 8
+    assert train(monkeypatch, tmp_path, "run_name=x", "resume_from=nowhere.ckpt") == 2
+    assert "resume_from=nowhere.ckpt is not found" in capfd.readouterr().err
+    assert not (tmp_path / "train" / "runs" / "x").exists()
+
+
+def test_a_second_process_is_refused_while_the_first_writes_the_run_dir(tmp_path):
+    """The second names the first's PID and exits 2; the first ends as a run alone would,
+    every step logged once."""
+    run_dir = tmp_path / "train" / "runs" / "shared"
+    slow = [*JOB, "trainer.max_epochs=4", f"paths.log_dir={tmp_path}", "run_name=shared"]
+    env = {**os.environ, "WANDB_MODE": "offline"}
+    first = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *slow],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (run_dir / "csv" / "metrics.csv").exists():  # it is training
+        assert first.poll() is None and time.monotonic() < deadline, first.stderr.read()
+        time.sleep(0.2)
+    second = run_cli("train.py", *slow, cwd=tmp_path)
+    assert first.poll() is None, "the first run ended before the second started: make it longer"
+    assert second.returncode == 2, second.stderr[-2000:]
+    lines = [line for line in second.stderr.splitlines() if line.startswith("error")]
+    assert len(lines) == 1 and f"in use by another process (PID {first.pid})" in lines[0], lines
+    assert first.wait(timeout=300) == 0, first.stderr.read()[-2000:]
+    assert steps_logged(run_dir) == Counter(range(16))  # 4 epochs x 4 steps, each once
+
+
+def test_a_killed_run_resumes_without_debris_and_logs_each_step_once(tmp_path):
+    """SIGKILL after step 6 (the newest checkpoint: step 4), a temporary checkpoint file left as
+    a kill during a save leaves it; resume=true removes it, drops the rows logged after the
+    checkpoint, and ends with each step once and the losses of an uninterrupted run."""
+    common = [*JOB, f"paths.log_dir={tmp_path}"]
+    assert run_cli("train.py", *common, "run_name=straight", cwd=tmp_path).returncode == 0
+    kill = [
+        "+callbacks.kill._target_=signal_at_step.SignalAtStep",
+        "+callbacks.kill.step=6",
+        "+callbacks.kill.name=SIGKILL",
+    ]
+    env = {"PYTHONPATH": str(ROOT / "tests")}
+    killed = run_cli("train.py", *common, "run_name=cut", *kill, cwd=tmp_path, env=env)
+    assert killed.returncode == -signal.SIGKILL
+    run_dir = tmp_path / "train" / "runs" / "cut"
+    assert max(steps_logged(run_dir)) >= 4  # logged past the checkpoint at step 4
+    debris = run_dir / "checkpoints" / ".last.ckpt.999999.tmp"
+    debris.write_bytes(b"\0" * 1000)  # what a kill during a save leaves beside last.ckpt
+    resumed = run_cli("train.py", *common, "run_name=cut", "resume=true", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert list(run_dir.glob("checkpoints/*.tmp")) == [] and not debris.exists()
+    assert steps_logged(run_dir) == Counter(range(8))
+    assert losses(run_dir) == losses(tmp_path / "train" / "runs" / "straight")
