@@ -325,8 +325,10 @@ def test_a_full_disk_is_one_line_and_leaves_no_partial_checkpoint(tmp_path, monk
 def test_a_read_only_disk_or_run_dir_is_one_line_and_changes_nothing(tmp_path, monkeypatch, capfd):
     """A new run on a read-only disk (Hydra cannot make its dir), and resume=true of a run
     whose disk turned read-only: one line each, and the run's files are bytewise the same."""
+    stop = ("+callbacks.stop._target_=signal_at_step.SignalAtStep", "+callbacks.stop.step=1")
     with small_disk(tmp_path / "logs", "128m") as disk:  # two 37 MB checkpoints
-        assert run_train(tmp_path, monkeypatch, capfd, "run_name=mine")[0] == 0
+        # stopped by SIGTERM: an unfinished run, which resume=true may continue
+        assert run_train(tmp_path, monkeypatch, capfd, "run_name=mine", *stop)[0] == 143
         run_dir = disk / "train" / "runs" / "mine"
         before = files_and_bytes(run_dir)
         subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)

@@ -28,6 +28,7 @@ from trainlab.evaluation.features import Extraction
 from trainlab.evaluation.protocol import choices
 from trainlab.evaluation.protocol import metrics as protocol_metrics
 from trainlab.model.compile import compile_networks
+from trainlab.model.networks.weights import check_readable
 from trainlab.model.self_supervised import SelfSupervised
 from trainlab.run import run_dir as rundir
 from trainlab.run.batch import per_device_batch, scale_learning_rates
@@ -245,7 +246,13 @@ def warn_unvalidated_epochs(cfg: DictConfig) -> None:
         )
 
 
-def check_resume_from(cfg: DictConfig) -> None:
+def check_checkpoints(cfg: DictConfig) -> None:
+    """The weights files the config names (model.init_from, model.net.init_from) and
+    resume_from, readable before anything is written."""
+    for key in ("model.init_from", "model.net.init_from"):
+        path = OmegaConf.select(cfg, key)
+        if path:
+            check_readable(path)
     start = cfg.get("resume_from")
     if start is None:
         return
@@ -260,6 +267,7 @@ def check_resume_from(cfg: DictConfig) -> None:
             f"resume_from={start} is {what}: give a checkpoint file, e.g. "
             "logs/train/runs/<run>/checkpoints/last.ckpt"
         )
+    check_readable(start)
 
 
 def accept_run(cfg: DictConfig) -> None:
@@ -267,7 +275,7 @@ def accept_run(cfg: DictConfig) -> None:
     adopt_submitit_local_ranks()  # before anything asks which rank this is
     adopt_encoder_shape(cfg, rundir.command_line_overrides())  # a probe: its weights' shape
     check_config(cfg)
-    check_resume_from(cfg)
+    check_checkpoints(cfg)
     warn_unvalidated_epochs(cfg)
     refuse_multirun_under_torchrun()
     if rundir.is_global_zero():  # child ranks run rank 0's resolved copy of this config
@@ -275,7 +283,6 @@ def accept_run(cfg: DictConfig) -> None:
         if cfg.get("resume") and saved.is_file():
             for change in resume_changes(load_run_config(saved), cfg):
                 log.warning(f"resume: {change} (differs from the run's config.yaml; applies now)")
-        rundir.guard(Path(cfg.paths.output_dir), resume=cfg.get("resume", False))
         if cfg.extras.get("print_config"):
             print_config_tree(cfg)
 

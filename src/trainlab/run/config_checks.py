@@ -110,6 +110,14 @@ RANGES = {
     "ema": (lambda v: 0 <= v <= 1, "in [0, 1] (EMA momentum)"),
     "drop_path_rate": (lambda v: 0 <= v < 1, "in [0, 1)"),
     "mask_ratio": (lambda v: 0 < v < 1, "in (0, 1)"),
+    "bank_size": (lambda v: v >= 1, "at least 1"),
+    "knn_k": (lambda v: v >= 1, "at least 1 neighbour"),
+    "val_fraction": (lambda v: 0 < v < 1, "in (0, 1)"),
+    "train_fraction": (lambda v: 0 < v <= 1, "in (0, 1]"),
+    "max_epochs": (lambda v: v >= -1, "-1 (no limit) or more"),
+    "train_per_class": (lambda v: v >= 1, "at least 1 (or null: all)"),
+    "eval_per_class": (lambda v: v >= 1, "at least 1 (or null: all)"),
+    "agree_every_n_batches": (lambda v: v >= 1, "at least 1"),
 }
 # [low, high] ranges: low <= high, and each bound in its interval.
 INTERVALS = {

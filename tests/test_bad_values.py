@@ -1,0 +1,108 @@
+"""One table of bad inputs. Each row is run twice through train.py: under a new run_name
+(nothing may be created) and under the name of a finished run (every file of it must stay
+bytewise the same). Both times: exit 2 and one line that names the key or the file."""
+
+import pytest
+from conftest import FAST, run_in_process
+
+import trainlab.train
+
+ROWS = [
+    # learning rates, schedules and momenta
+    ("model.optimizer.lr=-1", "model.optimizer.lr"),
+    ("model.optimizer.lr=0", "model.optimizer.lr"),
+    ("model.lr=[-1e-4,1e-3,1e-6]", "model.lr"),
+    ("model.warmup_epochs=-1", "model.warmup_epochs"),
+    ("model.weight_decay=[-0.1,0.4]", "model.weight_decay"),
+    ("model.optimizer.weight_decay=-0.01", "model.optimizer.weight_decay"),
+    ("model.ema=[0.996,1.1]", "model.ema"),
+    ("model.ema=[1.0,0.996]", "backwards"),
+    ("model.schedule_scale=0.5", "model.schedule_scale"),
+    ("model.bank_size=0", "model.bank_size"),
+    ("model.knn_k=0", "model.knn_k"),
+    ("model.loss=huber", "model.loss"),
+    ("model.target_norm=batch", "model.target_norm"),
+    ("experiment=linear_probe_in1k model.optimizer.momentum=1.5", "model.optimizer.momentum"),
+    ("experiment=mae_digits model.mask_ratio=1.0", "model.mask_ratio"),
+    # masks
+    ("model.masks.num_targets=0", "model.masks.num_targets"),
+    ("model.masks.num_targets=-2", "model.masks.num_targets"),
+    ("model.masks.min_keep=0", "model.masks.min_keep"),
+    ("model.masks.context_scale=[0.85,1.2]", "model.masks.context_scale"),
+    ("model.masks.target_scale=[0,0.2]", "model.masks.target_scale"),
+    ("model.masks.target_scale=[0.2,0.15]", "backwards"),
+    ("model.masks.target_aspect=[1.5,0.75]", "model.masks.target_aspect"),
+    ("model.masks.context_aspect=[0,1]", "model.masks.context_aspect"),
+    # the networks
+    ("model.encoder.patch_size=0", "model.encoder.patch_size"),
+    ("model.encoder.depth=0", "model.encoder.depth"),
+    ("model.predictor.depth=0", "model.predictor.depth"),
+    ("model.encoder.drop_path_rate=1.5", "model.encoder.drop_path_rate"),
+    ("data.image_size=18", "not a multiple"),
+    ("model.encoder.pach_size=7", "pach_size"),
+    # data
+    ("data.image_size=0", "data.image_size"),
+    ("data.batch_size=0", "data.batch_size"),
+    ("data.eval_batch_size=0", "data.eval_batch_size"),
+    ("data.global_batch_size=0", "data.global_batch_size"),
+    ("data.num_workers=-1", "data.num_workers"),
+    ("data.mean=[0.5,0.5]", "data.mean"),
+    ("data.std=[0.5,0.5,0.5,0.5]", "data.std"),
+    ("data.crop_scale=[0,1]", "data.crop_scale"),
+    ("data.crop_scale=[1.0,0.3]", "backwards"),
+    ("data.val_fraction=1.5", "data.val_fraction"),
+    ("data.train_fraction=0", "data.train_fraction"),
+    ("data=mnst5k", "data=mnst5k"),
+    ("data=imagefolder data.root=/nonexistent/images", "/nonexistent/images"),
+    ("data=imagefolder data.root=/nonexistent/images data.num_classes=3", "/nonexistent"),
+    # the trainer and the run
+    ("trainer.accumulate_grad_batches=0", "trainer.accumulate_grad_batches"),
+    ("trainer.check_val_every_n_epoch=0", "trainer.check_val_every_n_epoch"),
+    ("trainer.log_every_n_steps=0", "trainer.log_every_n_steps"),
+    ("trainer.max_epochs=-5", "trainer.max_epochs"),
+    ("trainer.max_epochs=ten", "trainer.max_epochs"),
+    ("trainer.max_epoch=3", "trainer.max_epoch"),
+    ("trainer.precision=bf17-mixed", "bf17-mixed"),
+    ("trainer.devices=64 trainer.accelerator=cpu", "64"),
+    ("trainer.precision=16-mixed trainer.accelerator=cpu", "16-mixed"),
+    ("seed=-5", "seed"),
+    ("seed=4294967296", "seed"),
+    ("experiment=ijepa_mnst", "experiment=ijepa_mnst"),
+    ("callbacks.non_finite.action=ignore", "action"),
+    ("callbacks.interruption.agree_every_n_batches=0", "agree_every_n_batches"),
+    ("features.train_per_class=0", "features.train_per_class"),
+    ("features.eval_per_class=-1", "features.eval_per_class"),
+    ("resume_from=nowhere.ckpt", "resume_from=nowhere.ckpt"),
+    ("resume_from=/tmp", "is a directory"),
+    ("resume=true resume_from=nowhere.ckpt", "pass one of them"),
+    ("model.init_from=/nonexistent/weights.pth.tar", "/nonexistent/weights.pth.tar"),
+]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished run and its files' bytes."""
+    root = tmp_path_factory.mktemp("finished")
+    argv = ["train.py", *FAST, f"paths.log_dir={root}", "run_name=done"]
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        assert run_in_process(trainlab.train.main, argv, monkeypatch) == 0
+    run_dir = root / "train" / "runs" / "done"
+    return root, {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("overrides, needle", ROWS, ids=[r[0] for r in ROWS])
+def test_a_bad_value_is_one_line_exit_2_and_changes_nothing(
+    finished, monkeypatch, capfd, overrides, needle
+):
+    root, files = finished
+    for run_name in ("new", "done"):
+        argv = ["train.py", *FAST, f"paths.log_dir={root}", f"run_name={run_name}"]
+        capfd.readouterr()
+        assert run_in_process(trainlab.train.main, [*argv, *overrides.split()], monkeypatch) == 2
+        err = capfd.readouterr().err
+        lines = [line for line in err.splitlines() if line.startswith("error")]
+        assert "Traceback" not in err and len(lines) == 1, err[-2000:]
+        assert needle in lines[0], lines[0]
+    assert not (root / "train" / "runs" / "new").exists()
+    assert {p: p.read_bytes() for p in files} == files
+    assert {p for p in (root / "train" / "runs" / "done").rglob("*") if p.is_file()} == set(files)
