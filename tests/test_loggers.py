@@ -5,6 +5,7 @@ a file: not the run dir, not W&B's own files in the home directory."""
 import json
 import secrets
 
+import pytest
 from conftest import FAST, compose_cfg
 
 from trainlab.train import train
@@ -16,8 +17,11 @@ def test_many_loggers_offline_and_wandb_id_kept(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # ~/.netrc, ~/.config/wandb, ~/.cache
-    cfg = compose_cfg(tmp_path, ["logger=many", *FAST])
-    train(cfg)
+    # Stopped by SIGTERM after step 1 (a finished run is not resumed: its results stay).
+    stop = ["+callbacks.stop._target_=signal_at_step.SignalAtStep", "+callbacks.stop.step=1"]
+    with pytest.raises(SystemExit) as stopped:
+        train(compose_cfg(tmp_path, ["logger=many", *FAST, "trainer.log_every_n_steps=1", *stop]))
+    assert stopped.value.code == 143
     run_dir = tmp_path / "run"
     assert (run_dir / "csv" / "metrics.csv").read_text().count("train/loss") >= 1
     assert any((run_dir / "tensorboard").glob("events.out.tfevents.*"))
@@ -25,13 +29,13 @@ def test_many_loggers_offline_and_wandb_id_kept(tmp_path, monkeypatch):
     assert len(run_id) >= 8
     offline_runs = list((run_dir / "wandb").glob(f"offline-run-*-{run_id}"))
     assert offline_runs, list((run_dir / "wandb").iterdir())
-    assert (run_dir / "pictures" / "masks.png").stat().st_size > 1000
-    assert json.loads((run_dir / "metrics.json").read_text())["metrics"]["val/probe_acc"] >= 0
     (start,) = json.loads((run_dir / "meta.json").read_text())["starts"]
     assert start["world_size"] == 1 and len(start["devices"]) == 1
     # Resumed offline: a second offline part under the same id, which `wandb sync` uploads
     # after the first into one W&B run (README: W&B offline and resume).
     train(compose_cfg(tmp_path, ["logger=many", *FAST, "resume=true", "trainer.max_epochs=2"]))
+    assert (run_dir / "pictures" / "masks.png").stat().st_size > 1000
+    assert json.loads((run_dir / "metrics.json").read_text())["metrics"]["val/probe_acc"] >= 0
     assert (run_dir / "wandb_id").read_text().strip() == run_id
     parts = sorted((run_dir / "wandb").glob("offline-run-*"))
     assert [p.name.rsplit("-", 1)[1] for p in parts] == [run_id, run_id]
