@@ -12,9 +12,15 @@ import lightning as L
 
 class SignalAtStep(L.Callback):
     def __init__(
-        self, step: int, name: str = "SIGTERM", rank: int = 0, in_validation: bool = False
+        self,
+        step: int,
+        name: str = "SIGTERM",
+        rank: int = 0,
+        in_validation: bool = False,
+        in_test: bool = False,
     ):
         self.in_validation = in_validation  # at the start of validation instead of a batch end
+        self.in_test = in_test  # at the start of the final test
         self.step, self.signum, self.rank = step, signal.Signals[name], rank
         self.sent = False
 
@@ -22,8 +28,12 @@ class SignalAtStep(L.Callback):
         if self.in_validation:
             self._maybe_send(trainer)
 
+    def on_test_start(self, trainer, pl_module) -> None:
+        if self.in_test:
+            self._maybe_send(trainer)
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if not self.in_validation:
+        if not (self.in_validation or self.in_test):
             self._maybe_send(trainer)
 
     def _maybe_send(self, trainer) -> None:

@@ -123,3 +123,17 @@ def test_a_killed_run_resumes_without_debris_and_logs_each_step_once(tmp_path):
     assert list(run_dir.glob("checkpoints/*.tmp")) == [] and not debris.exists()
     assert steps_logged(run_dir) == Counter(range(8))
     assert losses(run_dir) == losses(tmp_path / "train" / "runs" / "straight")
+
+
+def test_a_signal_during_the_final_test_says_what_is_saved(tmp_path, monkeypatch, capfd):
+    """SIGTERM as the final test starts: exit 143 and one line naming the checkpoints and
+    how to test one, where the process used to die without a word."""
+    stop = [
+        "+callbacks.stop._target_=signal_at_step.SignalAtStep",
+        "+callbacks.stop.step=8",
+        "+callbacks.stop.in_test=true",
+    ]
+    assert train(monkeypatch, tmp_path, "run_name=t", *stop) == 143
+    err = capfd.readouterr().err
+    assert "stopped by SIGTERM during the final test" in err and "python eval.py ckpt_path=" in err
+    assert (tmp_path / "train" / "runs" / "t" / "checkpoints" / "last.ckpt").is_file()

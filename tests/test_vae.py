@@ -129,6 +129,10 @@ def test_vae_digits_run_writes_pictures_and_honest_metrics(tmp_path):
         compose_cfg(tmp_path / "e", [f"ckpt_path={best}", "trainer.limit_test_batches=2"], "eval")
     )
     assert again["test/nll"] == pytest.approx(metrics["test/nll"], rel=1e-6)
+    # Its frozen features cannot be rated: one line says so and points to mode=test.
+    features = run_cli("eval.py", "mode=features", f"ckpt_path={best}", cwd=tmp_path)
+    lines = [line for line in features.stderr.splitlines() if line.startswith("error")]
+    assert features.returncode == 2 and len(lines) == 1 and "mode=test" in lines[0], lines
 
 
 @pytest.mark.slow  # a 2-process run: make test-slow (CI runs it after make test)

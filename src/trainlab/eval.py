@@ -91,10 +91,15 @@ def command_line_data_keys() -> set[str]:
 
 def rate_features(cfg: DictConfig, ckpt: Path, start: float) -> dict:
     """mode=features: the feature protocol's table for the checkpoint's frozen encoder."""
+    encoder_cfg = cfg.model.get("encoder") or OmegaConf.select(cfg.model, "net.encoder")
+    if encoder_cfg is None:
+        raise UserError(
+            f"mode=features rates a ViT encoder, and {ckpt} is a {cfg.model._target_} without "
+            "one: evaluate it with mode=test"
+        )
     datamodule = hydra.utils.instantiate(cfg.data)
     datamodule.check()
     run_dir = open_run(cfg)  # after the checks: a refused run writes nothing
-    encoder_cfg = cfg.model.get("encoder") or cfg.model.net.encoder
     # One process, on the first GPU where there is one (the loader's workers as the data's).
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     how = Extraction(device=device, num_workers=cfg.data.get("num_workers") or 0)

@@ -83,7 +83,15 @@ def stop_after_signal(trainer: L.Trainer, run_dir: Path) -> None:
     then restart or requeue the job instead of taking it for finished."""
     saver = next((c for c in trainer.callbacks if isinstance(c, InterruptionCheckpoint)), None)
     signum = (saver.signal if saver else None) or signal.SIGTERM
-    if trainer.is_global_zero:
+    if trainer.is_global_zero and trainer.state.fn == "test":
+        print(
+            f"stopped by {signum.name} during the final test: training had ended, its "
+            f"checkpoints are in {run_dir}/checkpoints; test one with "
+            f"python eval.py ckpt_path={run_dir}/checkpoints/<checkpoint>",
+            file=sys.stderr,
+            flush=True,
+        )
+    elif trainer.is_global_zero:
         saved = (
             f"saved {run_dir}/checkpoints/last.ckpt"
             if saver

@@ -38,6 +38,7 @@ from lightning.pytorch.plugins.environments import SLURMEnvironment
 from lightning.pytorch.strategies import ModelParallelStrategy
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from trainlab.utils.errors import DataError
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
@@ -129,6 +130,22 @@ class InterruptionCheckpoint(L.Callback):
         if trainer.state.fn == "fit" and trainer.received_sigterm:
             raise SIGTERMException
 
+    # -- the final test -------------------------------------------------------------------
+    def on_test_start(self, trainer: L.Trainer, pl_module) -> None:
+        """A signal during the test stops it at the next batch (SIGTERMException, which
+        train.py reports with what is saved), instead of killing the process silently."""
+        self.signal, self._received = None, False
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            self._previous[signum] = signal.signal(signum, self._on_test_signal)
+
+    def _on_test_signal(self, signum, frame) -> None:
+        self.signal, self._received = signal.Signals(signum), True
+        log.info(f"received {self.signal.name}: stopping the test at the next batch")
+
+    def on_test_batch_start(self, trainer: L.Trainer, pl_module, batch, batch_idx, *_) -> None:
+        if self._received:
+            raise SIGTERMException
+
     def _restore_handlers(self) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
@@ -156,6 +173,9 @@ class InterruptionCheckpoint(L.Callback):
             return
         if isinstance(exception, FloatingPointError):  # NonFiniteGuard: weights not finite
             log.info("no on_exception checkpoint: the weights are no longer finite")
+            return
+        if isinstance(exception, DataError):  # a bad file: the fixed data reruns cleanly
+            log.info("no on_exception checkpoint: a data error, not a training state to keep")
             return
         rank = trainer.global_rank
         path = self.dirpath / (
