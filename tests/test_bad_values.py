@@ -53,6 +53,7 @@ ROWS = [
     ("data.val_fraction=1.5", "data.val_fraction"),
     ("data.train_fraction=0", "data.train_fraction"),
     ("data=mnst5k", "data=mnst5k"),
+    ("experiment=ijepa data.batch_size=32", "data.global_batch_size=null"),
     ("data=imagefolder data.root=/nonexistent/images", "/nonexistent/images"),
     ("data=imagefolder data.root=/nonexistent/images data.num_classes=3", "/nonexistent"),
     # the trainer and the run

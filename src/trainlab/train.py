@@ -278,12 +278,26 @@ def check_checkpoints(cfg: DictConfig) -> None:
     check_readable(start)
 
 
+def check_batch_overrides(cfg: DictConfig, typed: list[str]) -> None:
+    """data.batch_size typed on the command line while data.global_batch_size is set would be
+    replaced silently by global / (devices x nodes x accumulation): refused instead."""
+    keys = {o.lstrip("+~").split("=", 1)[0] for o in typed}
+    global_batch = OmegaConf.select(cfg, "data.global_batch_size")
+    if "data.batch_size" in keys and global_batch and "data.global_batch_size" not in keys:
+        raise ConfigError(
+            f"data.batch_size={cfg.data.batch_size} would be replaced by data.global_batch_size="
+            f"{global_batch} / (devices x nodes x accumulation): add data.global_batch_size=null "
+            "to set the batch per device, or set data.global_batch_size instead"
+        )
+
+
 def accept_run(cfg: DictConfig) -> None:
     """Every check that can refuse the run, before anything is written to its run dir."""
     adopt_submitit_local_ranks()  # before anything asks which rank this is
     adopt_encoder_shape(cfg, rundir.command_line_overrides())  # a probe: its weights' shape
     check_config(cfg)
     check_checkpoints(cfg)
+    check_batch_overrides(cfg, rundir.command_line_overrides())
     warn_unvalidated_epochs(cfg)
     refuse_multirun_under_torchrun()
     if rundir.is_global_zero():  # child ranks run rank 0's resolved copy of this config
