@@ -3,7 +3,7 @@
 bytewise the same). Both times: exit 2 and one line that names the key or the file."""
 
 import pytest
-from conftest import FAST, run_in_process
+from conftest import FAST, make_image_folder, run_in_process
 
 import trainlab.train
 
@@ -55,6 +55,9 @@ ROWS = [
     ("data=mnst5k", "data=mnst5k"),
     ("experiment=ijepa data.batch_size=32", "data.global_batch_size=null"),
     ("data=imagefolder data.root=/nonexistent/images", "/nonexistent/images"),
+    ("data=imagefolder data.root={root}/one_class data.image_size=16", "at least 2"),
+    ("data=imagefolder data.root={root}/corrupt data.image_size=16", "cannot read image"),
+    ("data=imagefolder data.root={root}/one_class data.num_classes=5", "data.num_classes=1"),
     ("data=imagefolder data.root=/nonexistent/images data.num_classes=3", "/nonexistent"),
     # the trainer and the run
     ("trainer.accumulate_grad_batches=0", "trainer.accumulate_grad_batches"),
@@ -88,6 +91,10 @@ def finished(tmp_path_factory):
     with pytest.MonkeyPatch.context() as monkeypatch:
         assert run_in_process(trainlab.train.main, argv, monkeypatch) == 0
     run_dir = root / "train" / "runs" / "done"
+    make_image_folder(root / "one_class", classes=("a",))
+    make_image_folder(root / "corrupt", per_class=2)
+    for image in (root / "corrupt").rglob("*.png"):  # every image cut short
+        image.write_bytes(image.read_bytes()[:40])
     return root, {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
 
 
@@ -99,7 +106,8 @@ def test_a_bad_value_is_one_line_exit_2_and_changes_nothing(
     for run_name in ("new", "done"):
         argv = ["train.py", *FAST, f"paths.log_dir={root}", f"run_name={run_name}"]
         capfd.readouterr()
-        assert run_in_process(trainlab.train.main, [*argv, *overrides.split()], monkeypatch) == 2
+        typed = overrides.format(root=root).split()
+        assert run_in_process(trainlab.train.main, [*argv, *typed], monkeypatch) == 2
         err = capfd.readouterr().err
         lines = [line for line in err.splitlines() if line.startswith("error")]
         assert "Traceback" not in err and len(lines) == 1, err[-2000:]

@@ -9,6 +9,7 @@ worse than stopping.
 from functools import partial
 from pathlib import Path
 
+import torch
 from PIL import Image
 from torchvision.datasets import ImageFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS
@@ -71,6 +72,11 @@ class ImageFolderDataModule(ImageDataModule):
         super().__init__(**kwargs)
         self.holdout_val = holdout_val
 
+    #: Images decoded by ``check`` from each split, drawn at random (seed 0): a folder of
+    #: corrupt files is refused before the run dir exists; one bad file among a million
+    #: still stops the run later, with its path, and leaves no on_exception.ckpt.
+    check_samples = 32
+
     def check(self) -> None:
         for split in ("train", "val"):
             folder = Path(self.root) / split
@@ -79,6 +85,20 @@ class ImageFolderDataModule(ImageDataModule):
                     f"no {split} folder at {folder}: expected {self.root}/{split}/<class>/<image> "
                     f"(set data.root to the folder that holds train/ and val/)"
                 )
+        self.setup()  # the class folders, their images and data.num_classes, checked
+        classes = self.train_set.dataset
+        while hasattr(classes, "dataset"):  # a held-out or low-shot Subset of the folder
+            classes = classes.dataset
+        if len(classes.classes) < 2:
+            raise DataError(
+                f"{self.root}/train holds {len(classes.classes)} class folder: probes and "
+                "classifiers need at least 2 (one folder per class)"
+            )
+        for split in (self.train_set, self.test_set):
+            generator = torch.Generator().manual_seed(0)
+            order = torch.randperm(len(split), generator=generator)[: self.check_samples]
+            for index in order.tolist():
+                split.dataset[index]  # decodes the image: DataError with its path if it cannot
 
     def build_splits(self):
         root = Path(self.root)
