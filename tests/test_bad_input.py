@@ -1,12 +1,14 @@
 """Each bad input exits non-zero with one clear line, and overwrites nothing."""
 
 import subprocess
+import sys
 
 import numpy as np
 import pytest
-from conftest import FAST, make_image_folder, run_in_process, small_disk
+from conftest import FAST, ROOT, make_image_folder, run_in_process, small_disk
 from PIL import Image
 
+import trainlab.data
 import trainlab.eval
 import trainlab.train
 
@@ -438,9 +440,27 @@ def test_a_missing_optional_package_names_its_pip_command(tmp_path, monkeypatch,
 
     monkeypatch.setitem(sys.modules, "litdata", None)  # as if not installed
     monkeypatch.delitem(sys.modules, "trainlab.data.stream", raising=False)
+    monkeypatch.delattr(trainlab.data, "stream", raising=False)  # the package's attribute too
     code, err = run_train(tmp_path, monkeypatch, capfd, "data=stream", "data.num_classes=3")
     assert code == 2
     assert_one_clear_line(err, "data=stream needs the package litdata", 'pip install "litdata')
     assert not (tmp_path / "logs" / "train" / "runs").exists() or not any(
         (tmp_path / "logs" / "train" / "runs").iterdir()
     )
+
+
+@pytest.mark.parametrize("override", ["model.optimizer.lr=-1", "data=mnst5k", "seed=-1"])
+def test_a_refusal_comes_before_torch_is_imported(tmp_path, override):
+    """Hydra's parsing and the checks that need no torch refuse a bad run before torch and
+    Lightning are imported (their imports take seconds): the refused process never loads them."""
+    probe = (
+        "import runpy, sys\n"
+        f"sys.argv = ['train.py', {override!r}, 'paths.log_dir={tmp_path}']\n"
+        "try:\n    runpy.run_path('train.py', run_name='__main__')\n"
+        "except SystemExit as e:\n    print('exit', e.code)\n"
+        "print('loaded', 'torch' in sys.modules or 'lightning' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert "exit 2" in out.stdout and "loaded False" in out.stdout, out.stdout + out.stderr

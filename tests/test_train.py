@@ -358,7 +358,7 @@ def test_the_progress_line_ends_at_max_steps_when_they_stop_the_run_first(capsys
 
 def test_a_shortened_recipe_warns_that_its_last_epochs_are_not_validated(tmp_path, caplog):
     """ijepa_mnist validates every 5 epochs: cut to 3, it would end without a val/probe_acc."""
-    from trainlab.train import warn_unvalidated_epochs
+    from trainlab.run.config_checks import warn_unvalidated_epochs
 
     warn_unvalidated_epochs(compose_cfg(tmp_path, ["experiment=ijepa_mnist"]))
     assert "not validated" not in caplog.text

@@ -8,12 +8,16 @@ the schema is the signature of each ``_target_``, so that is what is checked her
 import inspect
 import types
 import typing
+from pathlib import Path
 from typing import Any, Literal, Union
 
 from hydra.utils import get_object
-from omegaconf import DictConfig, ListConfig
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from trainlab.utils.errors import ConfigError
+from trainlab.utils.logging import get_logger
+
+log = get_logger(__name__)
 
 _SIMPLE = (bool, int, float, str, type(None))
 
@@ -64,14 +68,16 @@ def _hints(target: str) -> dict[str, Any]:
 
 
 def _dict_nodes(cfg: Any, path: str):
-    """(dotted path, node) for every mapping in ``cfg``, depth first."""
+    """(dotted path, node) for every mapping in ``cfg``, depth first. Children are taken as
+    nodes, unresolved: a resolver (``${monitor:...}`` imports the model's class) runs only
+    where a check reads that value."""
     if isinstance(cfg, ListConfig):
-        for i, item in enumerate(cfg):
-            yield from _dict_nodes(item, f"{path}[{i}]")
+        for i in range(len(cfg)):
+            yield from _dict_nodes(cfg._get_node(i), f"{path}[{i}]")
     elif isinstance(cfg, DictConfig):
         yield path, cfg
         for key in cfg:
-            yield from _dict_nodes(cfg[key], f"{path}.{key}")
+            yield from _dict_nodes(cfg._get_node(key), f"{path}.{key}")
 
 
 def check_types(node: DictConfig, path: str) -> None:
@@ -194,13 +200,16 @@ def check_values(node: DictConfig, path: str) -> None:
             raise ConfigError(f"{path}.{key}={value} must be at least 1")
 
 
-def check_config(cfg: DictConfig) -> None:
-    """All checks that need no data and no devices."""
+def check_config(cfg: DictConfig, typed: list[str] = (), types: bool = True) -> None:
+    """All checks that need no data and no devices. ``typed``: the command line's overrides.
+    ``types=False`` leaves out the type check, which imports every ``_target_`` (torch,
+    Lightning): train.py runs the rest first, so that a bad value is refused in a second."""
     for key in cfg:
-        if key == "hydra":  # Hydra's own node, already validated by Hydra
-            continue
-        for path, node in _dict_nodes(cfg[key], str(key)):
-            check_types(node, path)
+        if key == "hydra" or not isinstance(cfg._get_node(key), DictConfig):
+            continue  # Hydra's own node (validated by Hydra), and root values
+        for path, node in _dict_nodes(cfg._get_node(key), str(key)):
+            if types:
+                check_types(node, path)
             check_ranges(node, path)
             check_values(node, path)
     seed = cfg.get("seed")
@@ -215,3 +224,49 @@ def check_config(cfg: DictConfig) -> None:
                     f"data.{key} has {len(value)} values for data.in_chans={data.in_chans} "
                     f"channels: give {data.in_chans} values (or 1 for all)"
                 )
+    check_batch_overrides(cfg, typed)
+    check_resume_from(cfg)
+    warn_unvalidated_epochs(cfg)
+
+
+def check_resume_from(cfg: DictConfig) -> None:
+    start = cfg.get("resume_from")
+    if start is None:
+        return
+    if cfg.get("resume"):
+        raise ConfigError(
+            "resume=true continues this run dir, resume_from=... starts a new one from another "
+            "run's checkpoint: pass one of them"
+        )
+    if not Path(start).is_file():
+        what = "a directory" if Path(start).is_dir() else "not found"
+        raise ConfigError(
+            f"resume_from={start} is {what}: give a checkpoint file, e.g. "
+            "logs/train/runs/<run>/checkpoints/last.ckpt"
+        )
+
+
+def check_batch_overrides(cfg: DictConfig, typed: list[str]) -> None:
+    """data.batch_size typed on the command line while data.global_batch_size is set would be
+    replaced silently by global / (devices x nodes x accumulation): refused instead."""
+    keys = {o.lstrip("+~").split("=", 1)[0] for o in typed}
+    global_batch = OmegaConf.select(cfg, "data.global_batch_size")
+    if "data.batch_size" in keys and global_batch and "data.global_batch_size" not in keys:
+        raise ConfigError(
+            f"data.batch_size={cfg.data.batch_size} would be replaced by data.global_batch_size="
+            f"{global_batch} / (devices x nodes x accumulation): add data.global_batch_size=null "
+            "to set the batch per device, or set data.global_batch_size instead"
+        )
+
+
+def warn_unvalidated_epochs(cfg: DictConfig) -> None:
+    """A recipe that validates every few epochs, shortened on the command line, would end
+    without validating its last epochs: no optimized metric, no best checkpoint for them."""
+    every, epochs = cfg.trainer.get("check_val_every_n_epoch"), cfg.trainer.get("max_epochs")
+    if isinstance(every, int) and isinstance(epochs, int) and 0 < epochs and epochs % every:
+        log.warning(
+            f"trainer.max_epochs={epochs} is not a multiple of trainer.check_val_every_n_epoch="
+            f"{every}: the last {epochs % every} epoch(s) are not validated, so "
+            f"{cfg.get('optimized_metric')} and the best checkpoint do not see them; "
+            f"add trainer.check_val_every_n_epoch=1 to validate every epoch"
+        )
