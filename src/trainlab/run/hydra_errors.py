@@ -69,6 +69,16 @@ def one_line_hydra_errors(main: Callable) -> Callable:
             script = os.path.basename(sys.argv[0]) or "train.py"
             print(f"error: {describe(error, script)}", file=sys.stderr, flush=True)
             sys.exit(UserError.exit_code)
+        except RuntimeError as error:  # a launcher that cannot start here (srun, sbatch)
+            if "slurm" not in str(error).lower():
+                raise
+            print(
+                f"error: {str(error).splitlines()[0]}: launcher=slurm submits jobs from a "
+                "SLURM login node; here use launcher=submitit_local (same code path) or local",
+                file=sys.stderr,
+                flush=True,
+            )
+            sys.exit(UserError.exit_code)
         except OSError as error:  # Hydra makes the run dir before the task starts
             if (disk := storage_error(error)) is None:
                 raise
