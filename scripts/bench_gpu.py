@@ -92,7 +92,16 @@ def train_run(name: str, overrides: list[str], check: bool = True):
     if run_dir.exists():  # a re-run of the benchmark replaces its own run
         shutil.rmtree(run_dir)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), *sys.path])}
-    done = subprocess.run(command, cwd=ROOT, env=env, check=check)
+    done = subprocess.run(command, cwd=ROOT, env=env)
+    if check and done.returncode:
+        # The cause into the benchmark file: the run dir stays on the machine, which a lent
+        # GPU machine does not keep (the first compile=true failure there was lost so).
+        log = run_dir / "train.log"
+        tail = log.read_text().splitlines()[-25:] if log.exists() else ["(no train.log)"]
+        raise RuntimeError(
+            f"train.py exited {done.returncode}; the end of its train.log:\n\n"
+            + "\n".join(f"    {line}" for line in tail)
+        )
     return run_dir, done
 
 
