@@ -133,9 +133,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     ckpt = Path(cfg.ckpt_path)
     if not ckpt.is_file():
         what = "is a directory" if ckpt.is_dir() else "does not exist"
-        raise UserError(
-            f"ckpt_path={cfg.ckpt_path} {what}: pass a .ckpt file from a run dir"
-        )
+        raise UserError(f"ckpt_path={cfg.ckpt_path} {what}: pass a .ckpt file from a run dir")
     if cfg.mode not in ("test", "features"):
         raise UserError(f"mode={cfg.mode} is not a mode: use mode=test or mode=features")
     check_readable(ckpt)  # truncated, not a checkpoint, or a pickle that would run code

@@ -69,7 +69,7 @@ class MemoryEstimate(Callback):
                 with trainer.precision_plugin.forward_context():
                     small, large = (
                         saved_activation_bytes(
-                            pl_module, torch.randn(n, *example.shape[1:], device=pl_module.device)
+                            pl_module, self._inputs(trainer, example, n, pl_module.device)
                         )
                         for n in self.probe_batches
                     )
@@ -88,6 +88,15 @@ class MemoryEstimate(Callback):
             f"activations at batch {batch} {activations / GIB:.2f}; "
             "model.encoder.grad_checkpointing=true trades activations for compute)"
         )
+
+    @staticmethod
+    def _inputs(trainer, example: torch.Tensor, n: int, device: torch.device):
+        """n random images shaped like the training batches: a list of views with data.views."""
+        channels, size = example.shape[1], example.shape[-1]
+        views = getattr(trainer.datamodule, "views", None)
+        sizes = [v.get("size", size) for v in views] if views else [size]
+        images = [torch.randn(n, channels, s, s, device=device) for s in sizes]
+        return images if views else images[0]
 
     def summary(self) -> dict:
         return self.estimate or {}

@@ -58,6 +58,8 @@ class RunStats(Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         images = batch[0] if isinstance(batch, (list, tuple)) else batch
+        if isinstance(images, list) and images:  # views of one batch of images: count images
+            images = images[0]
         work = {
             "samples": len(images) if isinstance(images, torch.Tensor) else 0,
             "tokens": getattr(pl_module, "step_tokens", 0),

@@ -14,7 +14,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 from trainlab.data.low_shot import class_balanced_subset
 from trainlab.data.sampler import SeededSampler
-from trainlab.data.transforms import build_transform, normalisation
+from trainlab.data.transforms import MultiView, build_transform, build_view, normalisation
 from trainlab.utils.errors import DataError
 from trainlab.utils.seeding import call_seeded, run_seed
 
@@ -71,6 +71,7 @@ class ImageDataModule(L.LightningDataModule):
         hflip: bool = False,
         train_fraction: float = 1.0,
         uint8_batches: bool = True,
+        views: Sequence[dict] | None = None,
     ):
         super().__init__()
         self.root, self.image_size, self.in_chans = root, image_size, in_chans
@@ -89,6 +90,10 @@ class ImageDataModule(L.LightningDataModule):
         # through the worker queues, pinned memory and the copy to the GPU.
         self.uint8_batches = uint8_batches
         self.normalise = normalisation(self.mean, self.std)
+        # Joint-embedding methods: each training image as a list of views (build_view
+        # recipes); a training batch is then ([view 1 (B, C, H, W), view 2, ...], labels).
+        # Validation and test batches stay single images. None: one image, as I-JEPA reads.
+        self.views = [dict(v) for v in views] if views else None
         self.train_set = self.val_set = self.test_set = None
 
     # -- to implement -------------------------------------------------------------------
@@ -106,10 +111,19 @@ class ImageDataModule(L.LightningDataModule):
     # -- shared -------------------------------------------------------------------------
     def augments(self) -> bool:
         """Whether the train transform draws random numbers (override with ``transform``)."""
-        return self.crop_scale is not None or self.hflip
+        return self.crop_scale is not None or self.hflip or bool(self.views)
 
     def transform(self, train: bool):
-        """Per image, in the loader workers: uint8 for training with ``uint8_batches``."""
+        """Per image, in the loader workers: uint8 for training with ``uint8_batches``; with
+        ``views``, a list of them."""
+        if train and self.views:
+            normalise = not self.uint8_batches
+            return MultiView(
+                [
+                    build_view(v, self.image_size, self.mean, self.std, self.in_chans, normalise)
+                    for v in self.views
+                ]
+            )
         return build_transform(
             self.image_size,
             self.mean,
@@ -124,6 +138,8 @@ class ImageDataModule(L.LightningDataModule):
         images = batch[0] if isinstance(batch, (list, tuple)) and batch else None
         if torch.is_tensor(images) and images.dtype == torch.uint8:  # transform(train=True)
             return type(batch)([self.normalise(images), *batch[1:]])
+        if isinstance(images, list) and images and images[0].dtype == torch.uint8:  # views
+            return type(batch)([[self.normalise(v) for v in images], *batch[1:]])
         return batch
 
     def setup(self, stage: str | None = None) -> None:

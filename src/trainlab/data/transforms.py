@@ -36,6 +36,57 @@ def build_transform(
     return v2.Compose([*steps, *normalisation(mean, std).transforms])
 
 
+def build_view(
+    recipe: dict,
+    image_size: int,
+    mean: Sequence[float],
+    std: Sequence[float],
+    in_chans: int,
+    normalise: bool = True,
+) -> v2.Compose:
+    """One view of a joint-embedding recipe (SimCLR / VICReg / DINO style), from a dict:
+    ``size`` (default data.image_size), ``crop_scale`` ([0.08, 1.0]), ``hflip`` (0.5) and the
+    probabilities ``color_jitter`` (0.8: brightness 0.4, contrast 0.4, saturation 0.2, hue
+    0.1), ``grayscale`` (0.2), ``blur`` (0.0) and ``solarize`` (0.0); colour steps apply to
+    3-channel images only. torchvision's v2 transforms, as for the single image."""
+    known = {"size", "crop_scale", "hflip", "color_jitter", "grayscale", "blur", "solarize"}
+    if unknown := set(recipe) - known:
+        raise ValueError(f"unknown key(s) {sorted(unknown)} in a view: use {sorted(known)}")
+    size = recipe.get("size", image_size)
+    steps: list = [
+        v2.ToImage(),
+        v2.RandomResizedCrop(
+            size, scale=tuple(recipe.get("crop_scale", (0.08, 1.0))), antialias=True
+        ),
+        v2.RandomHorizontalFlip(recipe.get("hflip", 0.5)),
+    ]
+    if in_chans == 3:
+        jitter = v2.ColorJitter(brightness=0.4, contrast=0.4, saturation=0.2, hue=0.1)
+        steps += [
+            v2.RandomApply([jitter], p=recipe.get("color_jitter", 0.8)),
+            v2.RandomGrayscale(recipe.get("grayscale", 0.2)),
+        ]
+    if recipe.get("blur", 0.0):
+        kernel = 2 * (size // 20) + 1  # about a tenth of the view, odd
+        steps.append(v2.RandomApply([v2.GaussianBlur(kernel, sigma=(0.1, 2.0))], p=recipe["blur"]))
+    steps += [v2.ToDtype(torch.uint8, scale=True)]
+    if recipe.get("solarize", 0.0):
+        steps.append(v2.RandomSolarize(threshold=128, p=recipe["solarize"]))
+    if normalise:
+        steps += normalisation(mean, std).transforms
+    return v2.Compose(steps)
+
+
+class MultiView:
+    """An image as a list of views, one per transform (in the loader workers)."""
+
+    def __init__(self, transforms: list):
+        self.transforms = transforms
+
+    def __call__(self, image) -> list[torch.Tensor]:
+        return [t(image) for t in self.transforms]
+
+
 def normalisation(mean: Sequence[float], std: Sequence[float]) -> v2.Compose:
     """uint8 images, one or a batch, to the model's float input: the same operations on a
     batch as on each image, so the result is the same to the bit."""

@@ -23,7 +23,8 @@ def load_encoder(encoder_cfg: DictConfig, ckpt: str, part: str) -> torch.nn.Modu
     if part not in parts:
         if "encoder" not in parts:
             raise UserError(f"{ckpt} holds no encoder weights (it has {', '.join(parts)})")
-        log.warning(f"{ckpt} holds no {part}: rating its encoder instead")
+        # A method without a target (MAE, VICReg) is rated by its encoder, as it should be.
+        log.info(f"{ckpt} holds no {part}: rating its encoder")
         part = "encoder"
     encoder = instantiate(encoder_cfg)
     load_into(encoder, parts[part], part)

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from trainlab.model.networks.flops import blocks_flops, patch_embed_flops
 from trainlab.model.networks.masks import MultiBlockMaskGenerator
 from trainlab.model.networks.predictor import Predictor
+from trainlab.model.networks.vicreg import covariance, variance
 from trainlab.model.networks.view_jitter import random_affine
 from trainlab.model.networks.vit import ViTEncoder, gather_tokens
 from trainlab.model.networks.weights import ijepa_parts, load_into, read_state
@@ -20,14 +21,10 @@ LOSSES = {"smooth_l1": F.smooth_l1_loss, "l1": F.l1_loss, "l2": F.mse_loss}
 
 
 def variance_covariance(z: torch.Tensor) -> torch.Tensor:
-    """VICReg's variance and covariance terms on a batch of embeddings (B, D): a hinge that
-    keeps every dimension's std near 1, and the off-diagonal covariance squared. Written here:
-    none of the template's dependencies ships these terms (lightly's VICRegLoss is not one)."""
+    """VICReg's variance and covariance terms on a batch of embeddings (B, D), equally
+    weighted (model/networks/vicreg.py)."""
     z = z - z.mean(dim=0)
-    std = torch.sqrt(z.var(dim=0) + 1e-4)
-    cov = (z.T @ z) / (len(z) - 1)
-    off = cov - torch.diag(torch.diag(cov))
-    return F.relu(1 - std).mean() + off.pow(2).sum() / z.shape[1]
+    return variance(z) + covariance(z)
 
 
 def sigreg(z: torch.Tensor, generator: torch.Generator, slices: int = 256) -> torch.Tensor:

@@ -100,10 +100,21 @@ class SelfSupervised(L.LightningModule):
         )
 
     # -- what a method defines -----------------------------------------------------------
-    def loss(self, images: torch.Tensor, generator: torch.Generator):
+    def loss(self, images, generator: torch.Generator):
         """(loss, features (B, monitored_blocks * D)): the objective, and per-image features
-        for the monitors (see the conventions above)."""
+        for the monitors (see the conventions above). ``images`` is a batch (B, C, H, W), or
+        with ``data.views`` a list of views, one batch each."""
         raise NotImplementedError
+
+    def evaluate(self, images: torch.Tensor, generator: torch.Generator):
+        """(val/test loss or None, features) on a batch of single images: the loss itself
+        for methods that read one image; a view method returns (None, its features)."""
+        return self.loss(images, generator)
+
+    def monitored_features(self, images: torch.Tensor) -> torch.Tensor:
+        """The monitors' features of a batch (B, monitored_blocks * D): the last blocks of the
+        encoder, average-pooled and concatenated."""
+        return torch.cat(self.encoder.pooled_layers(images, self.monitored_blocks), dim=1)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """The evaluation representation: average-pooled encoder features."""
@@ -136,8 +147,9 @@ class SelfSupervised(L.LightningModule):
     def _evaluate(self, batch, batch_idx, stage: str):
         images, labels = batch
         # Fixed masks per batch index, so the loss is comparable across epochs.
-        loss, features = self.loss(images, step_generator(run_seed(), -1, batch_idx))
-        self.log(f"{stage}/loss", loss, on_epoch=True, prog_bar=True, sync_dist=True)
+        loss, features = self.evaluate(images, step_generator(run_seed(), -1, batch_idx))
+        if loss is not None:
+            self.log(f"{stage}/loss", loss, on_epoch=True, prog_bar=True, sync_dist=True)
         self.online.update(features, labels)
 
     def _log_online(self, stage: str) -> None:
@@ -153,7 +165,8 @@ class SelfSupervised(L.LightningModule):
             # RankMe and feat_std of the embedding itself: the last block's part of the view.
             embedding = gathered[:, -self.encoder.embed_dim :]
             for name, value in self.online.collapse_stats(embedding).items():
-                self.log(f"{stage}/{name}", value)
+                # Equal on every rank (gathered features): sync_dist only says so to Lightning.
+                self.log(f"{stage}/{name}", value, sync_dist=True)
 
     def on_validation_epoch_start(self):
         self.online.fit()

@@ -70,6 +70,13 @@ def check_launch(cfg: DictConfig) -> None:
                 f"trainer.precision={precision} (float16) does not run on CPU: "
                 "use trainer.precision=bf16-mixed or 32-true"
             )
+        if trainer.get("sync_batchnorm") and devices > 1:
+            # torch's SyncBatchNorm refuses CPU tensors in the first forward ("expected
+            # input tensor to be on GPU"), after the ranks have started.
+            raise ConfigError(
+                "trainer.sync_batchnorm=true runs on GPUs only (torch's SyncBatchNorm): "
+                "drop it on CPUs, where each rank normalises its own batch"
+            )
     if trainer.get("num_nodes", 1) > 1 and not _launched_externally():
         raise ConfigError(
             f"trainer.num_nodes={trainer.num_nodes} needs one launch per node: start this "

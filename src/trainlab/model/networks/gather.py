@@ -1,0 +1,17 @@
+"""A tensor of every rank, concatenated along the batch, with gradients back to each rank.
+
+For losses on batch statistics (VICReg's variance and covariance): each rank then sees the
+global batch, as one process would. torch.distributed.nn's all_gather carries gradients
+(its backward sums them over ranks); DDP's averaging of the parameter gradients then gives
+exactly the gradient of one process on the global batch. One process: the tensor itself.
+"""
+
+import torch
+import torch.distributed as dist
+import torch.distributed.nn.functional as dist_fn
+
+
+def gather_batch(x: torch.Tensor) -> torch.Tensor:
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return x
+    return torch.cat(dist_fn.all_gather(x), dim=0)

@@ -1,0 +1,63 @@
+"""VICReg (Bardes et al. 2022): two augmented views of an image, embedded by the encoder and
+an expander; invariance between the views, variance and covariance of each, over the global
+batch (gathered over ranks, with gradients)."""
+
+import torch
+
+from trainlab.model.networks.gather import gather_batch
+from trainlab.model.networks.vicreg import vicreg_terms
+from trainlab.model.networks.vit import ViTEncoder
+from trainlab.model.self_supervised import SelfSupervised
+
+
+class VICReg(SelfSupervised):
+    """``expander`` is a partial of ``Expander``, completed with the encoder's width. The
+    loss weights are the paper's (25, 25, 1). Needs ``data.views`` with 2 views; validation
+    and test batches are single images: the monitors read the encoder, there is no val loss."""
+
+    not_hparams = ("encoder", "expander", "optimizer")
+    trained = ("encoder", "expander")
+
+    def __init__(
+        self,
+        encoder: ViTEncoder,
+        expander,
+        optimizer,
+        num_classes: int,
+        invariance: float = 25.0,
+        variance: float = 25.0,
+        covariance: float = 1.0,
+        lr: tuple = (0.0, 1e-3, 1e-6),
+        warmup_epochs: float = 2,
+        weight_decay: tuple = (0.05, 0.05),
+        probe_weight_decay: float = 1e-5,
+        knn_k: int = 20,
+        bank_size: int = 4096,
+        schedule_scale: float = 1.0,
+    ):
+        super().__init__(
+            encoder, optimizer, num_classes, lr, warmup_epochs, weight_decay, None,
+            probe_weight_decay, knn_k, bank_size, schedule_scale,
+        )  # fmt: skip
+        self.expander = expander(in_dim=encoder.embed_dim)
+
+    def loss(self, views, generator: torch.Generator):
+        if not isinstance(views, list) or len(views) < 2:
+            raise ValueError("VICReg reads 2 views an image: set data.views to two recipes")
+        layers = self.encoder.pooled_layers(views[0], self.monitored_blocks)
+        features = torch.cat(layers, dim=1)
+        z1 = gather_batch(self.expander(layers[-1]))  # the last block, after the final norm
+        z2 = gather_batch(self.expander(self.encoder.pooled(views[1])))
+        terms = vicreg_terms(z1, z2)
+        h = self.hparams
+        loss = (
+            h.invariance * terms["invariance"]
+            + h.variance * terms["variance"]
+            + h.covariance * terms["covariance"]
+        )
+        if self.training:
+            self.log_numbers({f"train/{k}": v.detach() for k, v in terms.items()})
+        return loss, features.detach()
+
+    def evaluate(self, images: torch.Tensor, generator: torch.Generator):
+        return None, self.monitored_features(images)

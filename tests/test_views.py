@@ -1,0 +1,126 @@
+"""Views of an image for joint-embedding methods (data.views), and VICReg on them."""
+
+import os
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from conftest import free_port, make_image_folder
+
+from trainlab.data.digits import DigitsDataModule
+from trainlab.data.fake import FakeDataModule
+from trainlab.data.imagefolder import ImageFolderDataModule
+from trainlab.data.mnist5k import MNIST5kDataModule
+from trainlab.model.networks.masks import step_generator
+from trainlab.model.networks.vicreg import Expander
+from trainlab.model.networks.vit import ViTEncoder
+from trainlab.model.vicreg import VICReg
+
+# The first view is the single-image path's crop (no flip, no colour); the second a smaller
+# crop at half the size, as multi-crop recipes have.
+CROP = [0.3, 1.0]
+
+
+def views(size: int) -> list[dict]:
+    return [
+        {"crop_scale": CROP, "hflip": 0.0, "color_jitter": 0.0, "grayscale": 0.0},
+        {"crop_scale": [0.1, 0.5], "size": size // 2, "blur": 0.5, "solarize": 0.2},
+    ]
+
+
+def data_modules(tmp_path):
+    folder = make_image_folder(tmp_path / "folder", per_class=8, size=20)
+    common = dict(batch_size=4, crop_scale=CROP, mean=(0.5,), std=(0.25,))
+    yield DigitsDataModule(image_size=16, in_chans=1, **common)
+    yield MNIST5kDataModule(image_size=28, in_chans=1, **common)
+    yield FakeDataModule(
+        image_size=16, in_chans=3, **{**common, "mean": (0.5,) * 3, "std": (0.25,) * 3}
+    )
+    yield ImageFolderDataModule(
+        root=str(folder), image_size=16, in_chans=3, num_classes=2, **common
+    )
+
+
+def first_batch(dm):
+    dm.setup("fit")
+    images, labels = next(iter(dm.train_dataloader()))
+    return dm.on_after_batch_transfer((images, labels), 0), images
+
+
+def test_views_on_every_data_set_normalise_like_the_single_image(tmp_path):
+    """Each data set: a batch is ([view 1, view 2], labels), uint8 out of the loader, the
+    views' shapes and count as reciped; normalised on the device to the bit as the single
+    image path, whose crop the first view draws again (same seed, same random numbers)."""
+    for dm in data_modules(tmp_path):
+        single, _ = first_batch(dm)
+        kwargs = {k: getattr(dm, k) for k in ("image_size", "in_chans", "batch_size", "crop_scale")}
+        viewed = type(dm)(
+            **kwargs, mean=dm.mean, std=dm.std, views=views(dm.image_size),
+            **({"root": dm.root, "num_classes": 2} if isinstance(dm, ImageFolderDataModule) else {}),
+        )  # fmt: skip
+        (normalised, labels), raw = first_batch(viewed)
+        assert isinstance(raw, list) and len(raw) == 2 and all(v.dtype == torch.uint8 for v in raw)
+        c, s = dm.in_chans, dm.image_size
+        assert raw[0].shape == (4, c, s, s) and raw[1].shape == (4, c, s // 2, s // 2), dm.name
+        for view, out in zip(raw, normalised, strict=True):
+            assert out.dtype == torch.float32 and torch.equal(out, dm.normalise(view))
+        assert torch.equal(normalised[0], single[0]), dm.name  # the single image, to the bit
+        assert torch.equal(labels, single[1])
+
+
+def vicreg(seed: int = 0) -> VICReg:
+    torch.manual_seed(seed)
+    encoder = ViTEncoder(img_size=16, patch_size=4, in_chans=1, size="vit_tiny", depth=2)
+    # depth 1: one linear layer. BatchNorm's statistics would be per rank on CPUs, where
+    # torch's SyncBatchNorm does not run (it runs on GPUs: trainer.sync_batchnorm=true).
+    expander = lambda in_dim: Expander(in_dim, width=32, depth=1)  # noqa: E731
+    return VICReg(encoder, expander, torch.optim.AdamW, num_classes=10)
+
+
+def global_batch():
+    g = torch.Generator().manual_seed(3)
+    return [torch.randn(8, 1, 16, 16, generator=g) for _ in range(2)]
+
+
+def _rank(rank: int, port: int, out: dict) -> None:
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    model = vicreg()
+    views = [v[rank * 4 : (rank + 1) * 4] for v in global_batch()]
+    loss, _ = model.loss(views, step_generator(0, 0, 0))
+    loss.backward()
+    grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    dist.all_reduce(grads)
+    grads /= 2  # what DDP does with each rank's gradients
+    out[rank] = (loss.item(), grads)
+    dist.destroy_process_group()
+
+
+def test_vicreg_on_two_ranks_is_one_rank_on_the_global_batch():
+    """Variance and covariance over the global batch (gather_batch): each of 2 ranks, holding
+    half the batch, computes the loss of one process on all of it, and the gradients DDP
+    averages are that process's gradients."""
+    model = vicreg()
+    loss, _ = model.loss(global_batch(), step_generator(0, 0, 0))
+    loss.backward()
+    grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    with mp.Manager() as manager:
+        out = manager.dict()
+        os.environ.pop("MASTER_ADDR", None)
+        mp.spawn(_rank, args=(free_port(), out), nprocs=2, join=True)
+        results = dict(out)
+    for rank in (0, 1):
+        assert results[rank][0] == pytest.approx(loss.item(), rel=1e-5)
+        assert torch.allclose(results[rank][1], grads, rtol=1e-4, atol=1e-6)
+    # and per-rank statistics would not: the halves alone give another loss
+    half, _ = vicreg().loss([v[:4] for v in global_batch()], step_generator(0, 0, 0))
+    assert half.item() != pytest.approx(loss.item(), rel=1e-3)
+
+
+def test_sync_batchnorm_on_cpus_is_refused_before_the_ranks_start(cfg_factory):
+    from trainlab.strategy.checks import check_launch
+    from trainlab.utils.errors import ConfigError
+
+    cfg = cfg_factory("trainer.accelerator=cpu", "trainer.devices=2", "trainer.sync_batchnorm=true")
+    with pytest.raises(ConfigError, match="sync_batchnorm=true runs on GPUs only"):
+        check_launch(cfg)
