@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, run_cli, run_in_process
 
 import trainlab.train
@@ -100,6 +101,7 @@ def test_a_second_process_is_refused_while_the_first_writes_the_run_dir(tmp_path
     assert steps_logged(run_dir) == Counter(range(16))  # 4 epochs x 4 steps, each once
 
 
+@pytest.mark.slow  # three train.py runs in subprocesses, 23 s: make test-slow (CI runs it)
 def test_a_killed_run_resumes_without_debris_and_logs_each_step_once(tmp_path):
     """SIGKILL after step 6 (the newest checkpoint: step 4), a temporary checkpoint file left as
     a kill during a save leaves it; resume=true removes it, drops the rows logged after the
