@@ -18,8 +18,8 @@ the ranks agree at the start of each training batch and at the epoch's end (one 
 of a flag) before Lightning's stop flag is set on all of them at once; they stop after
 that batch, or at the start of a validation that would follow it. The agreement is a
 collective and a host sync, so with several ranks it runs every ``agree_every_n_batches``
-batches, not every batch: a signal then stops the run within that many batches (one process
-needs no agreement and stops after the current batch).
+batches and at the start of each validation, not every batch: a signal then stops the run
+within that many batches (one process needs no agreement and stops after the current batch).
 
 On any other exception Lightning's OnExceptionCheckpoint calls ``trainer.save_checkpoint``,
 whose barrier waits for every rank: when one rank fails alone, it hangs until the process
@@ -126,9 +126,12 @@ class InterruptionCheckpoint(L.Callback):
         # Lightning ends validation at each rank's next batch once the stop flag is set, but
         # ranks may hold different numbers of validation batches (data=stream reads whole
         # chunks): one rank would stop while another waits in the metric sync. So a
-        # training stop agreed on before validation happens here, on every rank at once.
-        if trainer.state.fn == "fit" and trainer.received_sigterm:
-            raise SIGTERMException
+        # training stop happens here, on every rank at once, agreed on here too: every rank
+        # reaches a validation at the same step, and validations are rare.
+        if trainer.state.fn == "fit":
+            self._agree_to_stop(trainer)
+            if trainer.received_sigterm:
+                raise SIGTERMException
 
     # -- the final test -------------------------------------------------------------------
     def on_test_start(self, trainer: L.Trainer, pl_module) -> None:
