@@ -51,7 +51,8 @@ class MemoryEstimate(Callback):
 
     def on_train_start(self, trainer, pl_module) -> None:
         sharded = isinstance(trainer.strategy, (FSDPStrategy, ModelParallelStrategy))
-        if sharded or not hasattr(pl_module, "loss") or not trainer.is_global_zero:
+        # Every rank probes (a method may gather over ranks in its loss: VICReg); rank 0 prints.
+        if sharded or not hasattr(pl_module, "loss"):
             return
         example = pl_module.example_input_array
         if example is None or trainer.datamodule is None:
@@ -82,6 +83,8 @@ class MemoryEstimate(Callback):
             "estimated_peak_gib": round((weights + trained + activations) / GIB, 2),
             "estimated_activations_gib": round(activations / GIB, 2),
         }
+        if not trainer.is_global_zero:
+            return
         log.info(
             f"peak memory per device, estimated: {self.estimate['estimated_peak_gib']} GiB "
             f"(weights {weights / GIB:.2f}, gradients and AdamW {trained / GIB:.2f}, "

@@ -60,7 +60,8 @@ class NonFiniteGuard(L.Callback):
             return
         first_bad = self._first_bad
         if isinstance(trainer.strategy, (FSDPStrategy, ModelParallelStrategy)):
-            first_bad = trainer.strategy.reduce(first_bad.float(), reduce_op="max")
+            first_bad = first_bad.float().to(trainer.strategy.root_device)
+            first_bad = trainer.strategy.reduce(first_bad, reduce_op="max")
         step = int(first_bad.item())
         if step >= 0:
             self._first_bad = torch.tensor(-1)  # read once: the error's own save checks again
