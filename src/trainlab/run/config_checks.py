@@ -200,18 +200,24 @@ def check_values(node: DictConfig, path: str) -> None:
             raise ConfigError(f"{path}.{key}={value} must be at least 1")
 
 
-def check_config(cfg: DictConfig, typed: list[str] = (), types: bool = True) -> None:
+def check_config(
+    cfg: DictConfig, typed: list[str] = (), types: bool = True, values: bool = True
+) -> None:
     """All checks that need no data and no devices. ``typed``: the command line's overrides.
-    ``types=False`` leaves out the type check, which imports every ``_target_`` (torch,
-    Lightning): train.py runs the rest first, so that a bad value is refused in a second."""
+    The type check imports every ``_target_`` (torch, Lightning), so train.py runs the value
+    checks first (``types=False``: a bad value is refused in a second) and the type check
+    after (``values=False``: the values, and their warnings, once only)."""
     for key in cfg:
         if key == "hydra" or not isinstance(cfg._get_node(key), DictConfig):
             continue  # Hydra's own node (validated by Hydra), and root values
         for path, node in _dict_nodes(cfg._get_node(key), str(key)):
             if types:
                 check_types(node, path)
-            check_ranges(node, path)
-            check_values(node, path)
+            if values:
+                check_ranges(node, path)
+                check_values(node, path)
+    if not values:
+        return
     seed = cfg.get("seed")
     if _number(seed) and not 0 <= seed < 2**32:
         raise ConfigError(f"seed={seed} is not valid: it must be in [0, 2**32) (or null)")
