@@ -54,6 +54,9 @@ FROZEN_ROWS = ("raw pixels", "random encoder", "I-JEPA target encoder", "I-JEPA 
 # trained with: what the labels themselves give these features, the ceiling a kNN bar reads
 # against.
 SUPERVISED_FROZEN = "supervised ViT from scratch, frozen"
+# Other families, pre-trained by their own experiment on the same data and ViT and rated frozen by
+# the same protocol, as rows beside I-JEPA's: {row: {data set: experiment}}.
+METHODS = {"VICReg encoder": {"mnist5k": "vicreg_mnist", "digits": "vicreg_digits"}}
 TRAINED_ROWS = {  # row: (experiment, starts from the I-JEPA checkpoint?)
     "supervised ViT from scratch": ("supervised_vit", False),
     "fine-tune from I-JEPA": ("finetune", True),
@@ -92,50 +95,85 @@ def eval_data(run_dir: Path) -> tuple:
     return cfg, datamodule.eval_splits(), datamodule.num_classes
 
 
+def rate_fractions(views, datasets: dict, classes: int, row: str, seed: int, fractions=FRACTIONS):
+    """{fraction: (linear test acc, kNN test acc)} of one feature extractor: features computed
+    once, each label fraction rated on its class-balanced subset."""
+    feats, labels = extract_splits(views, datasets, row)
+    out = {}
+    for fraction in fractions:
+        r = rate_features(*low_shot(feats, labels, fraction, seed), classes)
+        out[fraction] = (r.linear.test_acc, r.knn_acc)
+    return out
+
+
+def cached(path: Path, compute) -> dict:
+    """``compute()``, kept as JSON at ``path`` (the grids take minutes per seed on a CPU);
+    fraction keys come back as floats, scores as tuples."""
+    if not path.exists():
+        path.write_text(json.dumps(compute()))
+
+    def parse(d: dict) -> dict:
+        return {
+            float(k) if k[0].isdigit() else k: parse(v) if isinstance(v, dict) else tuple(v)
+            for k, v in d.items()
+        }
+
+    return parse(json.loads(path.read_text()))
+
+
 def frozen_scores(run_dir: Path, seed: int) -> dict[str, dict[float, tuple[float, float]]]:
     """{row: {fraction: (linear test acc, kNN test acc)}} for the frozen rows, cached in the
-    run dir (the grids take minutes per seed on a CPU)."""
-    cache = run_dir / "frozen_scores.json"
-    if cache.exists():
-        saved = json.loads(cache.read_text())
-        return {row: {float(f): tuple(acc) for f, acc in by.items()} for row, by in saved.items()}
-    cfg, datasets, classes = eval_data(run_dir)
-    ckpt = str(run_dir / "checkpoints" / "last.ckpt")
-    torch.manual_seed(seed)  # the random encoder, as eval.py draws it
-    extractors = {
-        "raw pixels": pixel_views,
-        "random encoder": encoder_views(instantiate(cfg.model.encoder).eval()),
-        "I-JEPA target encoder": encoder_views(
-            load_encoder(cfg.model.encoder, ckpt, "target_encoder")
-        ),
-        "I-JEPA context encoder": encoder_views(load_encoder(cfg.model.encoder, ckpt, "encoder")),
-    }
-    out = {}
-    for row, views in extractors.items():
-        feats, labels = extract_splits(views, datasets, row)
-        out[row] = {}
-        for fraction in FRACTIONS:
-            r = rate_features(*low_shot(feats, labels, fraction, seed), classes)
-            out[row][fraction] = (r.linear.test_acc, r.knn_acc)
-    cache.write_text(json.dumps(out))
-    return out
+    run dir."""
+
+    def compute() -> dict:
+        cfg, datasets, classes = eval_data(run_dir)
+        ckpt = str(run_dir / "checkpoints" / "last.ckpt")
+        torch.manual_seed(seed)  # the random encoder, as eval.py draws it
+        extractors = {
+            "raw pixels": pixel_views,
+            "random encoder": encoder_views(instantiate(cfg.model.encoder).eval()),
+            "I-JEPA target encoder": encoder_views(
+                load_encoder(cfg.model.encoder, ckpt, "target_encoder")
+            ),
+            "I-JEPA context encoder": encoder_views(
+                load_encoder(cfg.model.encoder, ckpt, "encoder")
+            ),
+        }
+        return {r: rate_fractions(v, datasets, classes, r, seed) for r, v in extractors.items()}
+
+    return cached(run_dir / "frozen_scores.json", compute)
 
 
 def supervised_frozen_scores(run_dir: Path, supervised: dict[float, str], seed: int) -> dict:
     """{fraction: (linear, kNN test acc)} of each supervised ViT's frozen encoder, each fraction
     rated on the labelled subset its classifier was trained on; cached beside the frozen rows."""
-    cache = run_dir / "supervised_frozen_scores.json"
-    if cache.exists():
-        return {float(f): tuple(acc) for f, acc in json.loads(cache.read_text()).items()}
-    cfg, datasets, classes = eval_data(run_dir)
-    out = {}
-    for fraction, ckpt in supervised.items():
-        encoder = load_encoder(cfg.model.encoder, ckpt, "encoder")  # the classifier's
-        feats, labels = extract_splits(encoder_views(encoder), datasets, SUPERVISED_FROZEN)
-        r = rate_features(*low_shot(feats, labels, fraction, seed), classes)
-        out[fraction] = (r.linear.test_acc, r.knn_acc)
-    cache.write_text(json.dumps(out))
-    return out
+
+    def compute() -> dict:
+        cfg, datasets, classes = eval_data(run_dir)
+        out = {}
+        for fraction, ckpt in supervised.items():
+            encoder = load_encoder(cfg.model.encoder, ckpt, "encoder")  # the classifier's
+            views = encoder_views(encoder)
+            out |= rate_fractions(views, datasets, classes, SUPERVISED_FROZEN, seed, [fraction])
+        return out
+
+    return cached(run_dir / "supervised_frozen_scores.json", compute)
+
+
+def method_scores(dataset: str, row: str, seed: int) -> tuple[dict, float, str]:
+    """Another family's row: {fraction: (linear, kNN test acc)} of the encoder pre-trained by
+    ``python train.py experiment=<METHODS[row][dataset]>``, its minutes and precision."""
+    recipe = METHODS[row][dataset]
+    pre = train(f"{dataset}_{recipe}_s{seed}", f"experiment={recipe}", f"seed={seed}")
+    run_dir = Path(pre["run"]["run_dir"])
+
+    def compute() -> dict:
+        cfg, datasets, classes = eval_data(run_dir)
+        encoder = load_encoder(cfg.model.encoder, pre["checkpoints"]["last"], "encoder")
+        return rate_fractions(encoder_views(encoder), datasets, classes, row, seed)
+
+    scores = cached(run_dir / "frozen_scores.json", compute)
+    return scores, pre["run"]["fit_seconds"] / 60, pre["run"]["precision"]
 
 
 def classifier_overrides(dataset: str, pre_cfg) -> list[str]:
@@ -188,37 +226,78 @@ def fmt(values: list[float]) -> str:
     return f"{statistics.mean(values):.3f} ± {spread:.3f}"
 
 
+def frozen_lines(row: str, frozen: list[dict]) -> tuple[str, str]:
+    """A frozen row's table line (mean ± std over seeds) and its per-seed line."""
+    cells = []
+    for f in FRACTIONS:
+        cells += [fmt([s[row][f][0] for s in frozen]), fmt([s[row][f][1] for s in frozen])]
+    per = "; ".join(
+        f"{f:.0%}: " + ", ".join(f"{s[row][f][0]:.3f}/{s[row][f][1]:.3f}" for s in frozen)
+        for f in FRACTIONS
+    )
+    return f"| {row} | " + " | ".join(cells) + " |", f"- {row}: {per}"
+
+
 def table(dataset: str, seeds: list[int], frozen: list[dict], trained: list[dict]) -> list[str]:
     head = "| encoder | " + " | ".join(f"{f:.0%} linear | {f:.0%} kNN" for f in FRACTIONS) + " |"
     lines = [head, "|---" * (1 + 2 * len(FRACTIONS)) + "|"]
-    frozen_rows = [r for r in (*FROZEN_ROWS, SUPERVISED_FROZEN) if r in frozen[0]]
-    for row in frozen_rows:
-        cells = []
-        for f in FRACTIONS:
-            cells += [fmt([s[row][f][0] for s in frozen]), fmt([s[row][f][1] for s in frozen])]
-        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    rows = [r for r in (*FROZEN_ROWS, *METHODS, SUPERVISED_FROZEN) if r in frozen[0]]
+    per_seed = []
+    for row in rows:
+        line, per = frozen_lines(row, frozen)
+        lines.append(line)
+        per_seed.append(per)
     for row in TRAINED_ROWS:
         cells = []
         for f in FRACTIONS:
             cells += [fmt([s[row][f] for s in trained]), "-"]
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "Per seed (linear / kNN, or test acc), seeds " + ", ".join(map(str, seeds)) + ":",
-        "",
-    ]
-    for row in frozen_rows:
-        per = "; ".join(
-            f"{f:.0%}: " + ", ".join(f"{s[row][f][0]:.3f}/{s[row][f][1]:.3f}" for s in frozen)
-            for f in FRACTIONS
+        per_seed.append(
+            f"- {row}: "
+            + "; ".join(
+                f"{f:.0%}: " + ", ".join(f"{s[row][f]:.3f}" for s in trained) for f in FRACTIONS
+            )
         )
-        lines.append(f"- {row}: {per}")
-    for row in TRAINED_ROWS:
-        per = "; ".join(
-            f"{f:.0%}: " + ", ".join(f"{s[row][f]:.3f}" for s in trained) for f in FRACTIONS
+    seed_list = ", ".join(map(str, seeds))
+    return [*lines, "", f"Per seed (linear / kNN, or test acc), seeds {seed_list}:", "", *per_seed]
+
+
+def put_lines(section: list[str], new: list[str], after: str) -> list[str]:
+    """``section`` with each line of ``new`` in place of the line that starts like it (up to
+    its row name), or else after the line that starts like it with ``after`` as the row."""
+    out = list(section)
+    for line in new:
+        row = next(r for r in METHODS if r in line)
+        key = line[: line.index(row) + len(row)]
+        same = [i for i, old in enumerate(out) if old.startswith(key)]
+        if same:
+            out[same[0]] = line
+        else:
+            anchor = key.replace(row, after)
+            out.insert(next(i for i, old in enumerate(out) if old.startswith(anchor)) + 1, line)
+    return out
+
+
+def methods_only(dataset: str, seeds: list[int], section: list[str]) -> list[str]:
+    """``--methods-only``: METHODS' rows pre-trained and rated, put into the data set's
+    section as it stands (after I-JEPA's context encoder), with a line on how they ran."""
+    for row in METHODS:
+        runs = [method_scores(dataset, row, seed) for seed in seeds]
+        frozen = [{row: scores} for scores, _, _ in runs]
+        line, per = frozen_lines(row, frozen)
+        how = (
+            f"{row}: `python train.py experiment={METHODS[row][dataset]}`, pre-training "
+            f"{fmt([m for _, m, _ in runs])} min in {runs[0][2]}, seeds "
+            f"{', '.join(map(str, seeds))} ({datetime.date.today()}, {os.cpu_count()}-core "
+            f"{cpu_model()}; `python scripts/ijepa_results.py {' '.join(sys.argv[1:])}`)."
         )
-        lines.append(f"- {row}: {per}")
-    return lines
+        section = put_lines(section, [line, per], after="I-JEPA context encoder")
+        notes = [i for i, old in enumerate(section) if old.startswith(f"{row}: `")]
+        if notes:
+            section[notes[0]] = how
+        else:
+            section[2:2] = [how, ""]  # under the heading
+    return section
 
 
 def previous_sections(path: Path) -> dict[str, list[str]]:
@@ -233,7 +312,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="*", default=list(RECIPES))
     parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
+    parser.add_argument(
+        "--methods-only",
+        action="store_true",
+        help="only the other families' rows (METHODS), put into the file as it stands",
+    )
     args = parser.parse_args()
+    out = ROOT / "results" / "ijepa_results.md"
+    sections = previous_sections(out)
+    if args.methods_only:
+        if missing := set(args.datasets) - set(sections):
+            raise SystemExit(
+                f"{out} has no section for {sorted(missing)}: run without --methods-only"
+            )
+        header = out.read_text().split("\n## ")[0].rstrip("\n").split("\n")
+        for dataset in args.datasets:
+            sections[dataset] = methods_only(dataset, args.seeds, sections[dataset])
+        text = [*header, *(line for d in RECIPES if d in sections for line in ["", *sections[d]])]
+        out.write_text("\n".join(text) + "\n")
+        print("\n".join(text))
+        return
     text = [
         "# I-JEPA against its baselines, frozen and trained",
         "",
@@ -245,8 +343,6 @@ def main() -> None:
         f"(supervised_vit / finetune, epochs by label fraction {EPOCHS}). A data set left "
         "out of --datasets keeps its section from the file's previous version, date and all.",
     ]
-    out = ROOT / "results" / "ijepa_results.md"
-    sections = previous_sections(out)
     for dataset in args.datasets:
         frozen, trained, monitors, minutes = [], [], [], []
         for seed in args.seeds:
@@ -300,6 +396,7 @@ def main() -> None:
                 for s, row in zip(args.seeds, monitors, strict=True)
             ),
         ]
+        sections[dataset] = methods_only(dataset, args.seeds, sections[dataset])
     for dataset in RECIPES:
         text += ["", *sections.get(dataset, [])] if dataset in sections else []
     out.write_text("\n".join(text) + "\n")

@@ -1,0 +1,115 @@
+"""The measured search behind experiment=vicreg_mnist: pre-train variants on mnist5k, read each
+run's end-of-run frozen-feature table (the protocol of ``eval.py mode=features``: linear grid
+chosen on val, DINO kNN k=20, test split), write results/vicreg_recipe_search.md.
+
+    python scripts/vicreg_recipe_search.py                  # every variant, seed 0
+    python scripts/vicreg_recipe_search.py --only base crop_0.6 --seeds 0 1 2
+
+Each variant is a list of train.py overrides on top of experiment=vicreg_mnist, at EPOCHS
+epochs (half the recipe's, to try more variants in the same minutes). A variant whose run dir
+already holds metrics.json is not pre-trained again (delete logs/vicreg_search/runs/<name>_s<seed>
+to redo it), so the search can be stopped and continued.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from trainlab.bench import cpu_model
+
+ROOT = Path(__file__).resolve().parents[1]
+LOGS = ROOT / "logs"
+EPOCHS = 30
+
+
+def views(crop: float, blur: float = 0.0) -> str:
+    """data.views as a Hydra override: two views of crop scale [crop, 1], no flips."""
+    view = f"{{crop_scale:[{crop},1.0],hflip:0.0,blur:{blur}}}"
+    return f"data.views=[{view},{view}]"
+
+
+VARIANTS: dict[str, list[str]] = {
+    "base": [],  # experiment=vicreg_mnist as first written: crops 0.3-1.0, LR 1e-3, batch 128
+    "crop_0.6": [views(0.6)],  # the digits are centred: a 0.3 crop cuts them apart
+    "crop_0.6_blur": [views(0.6, blur=0.5)],
+    "lr_3e-4": ["model.optimizer.lr=3e-4"],
+    "batch_64": ["data.batch_size=64"],  # twice the steps in the same images
+}
+
+
+def pretrain(name: str, overrides: list[str], seed: int) -> dict:
+    """``python train.py experiment=vicreg_mnist ...``; its metrics.json (cached)."""
+    run_dir = LOGS / "vicreg_search" / "runs" / f"{name}_s{seed}"
+    if not (run_dir / "metrics.json").exists():
+        command = [
+            sys.executable, "train.py", "experiment=vicreg_mnist", f"seed={seed}",
+            f"trainer.max_epochs={EPOCHS}", *overrides, "test=false",
+            "extras.print_config=false", f"paths.log_dir={LOGS}", "task_name=vicreg_search",
+            f"run_name={name}_s{seed}",
+        ]  # fmt: skip
+        print("+", " ".join(command), flush=True)
+        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+        if result.returncode:
+            raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
+    return json.loads((run_dir / "metrics.json").read_text())
+
+
+def fmt(values: list[float]) -> str:
+    """The mean ± std over seeds, or the one seed's value."""
+    if len(values) == 1:
+        return f"{values[0]:.3f}"
+    return f"{statistics.mean(values):.3f} ± {statistics.pstdev(values):.3f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--seeds", nargs="*", type=int, default=[0])
+    args = parser.parse_args()
+    lines = [
+        "| variant | overrides | linear | kNN | RankMe (val) | minutes |",
+        "|---|---|---|---|---|---|",
+    ]
+    baselines = None
+    for name in args.only:
+        runs = [pretrain(name, VARIANTS[name], seed) for seed in args.seeds]
+        m = [r["metrics"] for r in runs]
+        baselines = baselines or m
+        lines.append(
+            f"| {name} | `{' '.join(VARIANTS[name]) or '-'}` "
+            f"| {fmt([x['features/linear_acc'] for x in m])} "
+            f"| {fmt([x['features/knn_acc'] for x in m])} "
+            f"| {fmt([x['val/rankme'] for x in m])} "
+            f"| {fmt([r['run']['fit_seconds'] / 60 for r in runs])} |"
+        )
+        print(lines[-1], flush=True)
+    b = baselines
+    text = [
+        "# VICReg recipe search on mnist5k",
+        "",
+        f"Written by `python scripts/vicreg_recipe_search.py {' '.join(sys.argv[1:])}` on "
+        f"{datetime.date.today()}: {cpu_model()}, {os.cpu_count()} CPU cores, torch "
+        f"{torch.__version__}, no GPU. Each variant: `experiment=vicreg_mnist "
+        f"trainer.max_epochs={EPOCHS}` plus its overrides, seeds {args.seeds}; linear and kNN "
+        "are the run's end-of-run frozen-feature table (test split, 100 % labels). Baselines "
+        f"of the same protocol: raw pixels {fmt([x['baseline/pixels_linear_acc'] for x in b])}"
+        f" linear / {fmt([x['baseline/pixels_knn_acc'] for x in b])} kNN, a random encoder "
+        f"{fmt([x['baseline/random_linear_acc'] for x in b])} / "
+        f"{fmt([x['baseline/random_knn_acc'] for x in b])}.",
+        "",
+        *lines,
+    ]
+    out = ROOT / "results" / "vicreg_recipe_search.md"
+    out.write_text("\n".join(text) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
