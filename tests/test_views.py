@@ -1,17 +1,20 @@
 """Views of an image for joint-embedding methods (data.views), and VICReg on them."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from conftest import free_port, make_image_folder
+from conftest import ROOT, free_port, make_image_folder
 
 from trainlab.data.digits import DigitsDataModule
 from trainlab.data.fake import FakeDataModule
 from trainlab.data.imagefolder import ImageFolderDataModule
 from trainlab.data.mnist5k import MNIST5kDataModule
+from trainlab.data.stream import StreamDataModule
 from trainlab.model.networks.masks import step_generator
 from trainlab.model.networks.vicreg import Expander
 from trainlab.model.networks.vit import ViTEncoder
@@ -31,15 +34,19 @@ def views(size: int) -> list[dict]:
 
 def data_modules(tmp_path):
     folder = make_image_folder(tmp_path / "folder", per_class=8, size=20)
+    shards = tmp_path / "shards"
+    command = [sys.executable, str(ROOT / "scripts" / "make_shards.py"), str(folder), str(shards)]
+    subprocess.run([*command, "--workers", "1"], check=True, capture_output=True, timeout=300)
     common = dict(batch_size=4, crop_scale=CROP, mean=(0.5,), std=(0.25,))
     yield DigitsDataModule(image_size=16, in_chans=1, **common)
     yield MNIST5kDataModule(image_size=28, in_chans=1, **common)
-    yield FakeDataModule(
-        image_size=16, in_chans=3, **{**common, "mean": (0.5,) * 3, "std": (0.25,) * 3}
-    )
-    yield ImageFolderDataModule(
-        root=str(folder), image_size=16, in_chans=3, num_classes=2, **common
-    )
+    rgb = {**common, "mean": (0.5,) * 3, "std": (0.25,) * 3}
+    yield FakeDataModule(image_size=16, in_chans=3, **rgb)
+    yield ImageFolderDataModule(root=str(folder), image_size=16, in_chans=3, num_classes=2, **rgb)
+    yield StreamDataModule(root=str(shards), image_size=16, in_chans=3, num_classes=2, **rgb)
+
+
+FOLDERS = (ImageFolderDataModule, StreamDataModule)
 
 
 def first_batch(dm):
@@ -57,7 +64,7 @@ def test_views_on_every_data_set_normalise_like_the_single_image(tmp_path):
         kwargs = {k: getattr(dm, k) for k in ("image_size", "in_chans", "batch_size", "crop_scale")}
         viewed = type(dm)(
             **kwargs, mean=dm.mean, std=dm.std, views=views(dm.image_size),
-            **({"root": dm.root, "num_classes": 2} if isinstance(dm, ImageFolderDataModule) else {}),
+            **({"root": dm.root, "num_classes": 2} if isinstance(dm, FOLDERS) else {}),
         )  # fmt: skip
         (normalised, labels), raw = first_batch(viewed)
         assert isinstance(raw, list) and len(raw) == 2 and all(v.dtype == torch.uint8 for v in raw)
