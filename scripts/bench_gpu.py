@@ -8,7 +8,8 @@ Parts (--parts picks, in order; each is written to the file as soon as it ends):
   without activation checkpointing, next to the estimate a run prints;
 - resume: (c) bf16-mixed, SIGTERM at step 3 and resume, losses against an uninterrupted run;
 - fsdp: (d) FSDP2 on one rank, 20 steps;
-- gloo_powersgd: (e) 2 processes on one GPU over gloo with the PowerSGD hook;
+- gloo_powersgd: (e) 2 processes on one GPU over gloo with the PowerSGD hook, and
+  SyncBatchNorm's running statistics on both ranks against one BatchNorm on the whole batch;
 - steps: BENCHMARKS.md's I-JEPA step table on the GPU (not in gpu_check.sh: its minutes).
 
 `--quick` runs them at toy sizes on whatever device there is, to check that they run."""
@@ -338,7 +339,19 @@ def gloo_powersgd(quick: bool) -> str:
 A 4-layer MLP (bucket_cap_mb=1: several buckets), PowerSGD rank 1 from step 2, 12 SGD steps.
 Weights equal on both ranks after training: **{report["equal"]}**; loss {report["first"]:.4f}
 -> {report["last"]:.4f}; PowerSGD iterations {report["iter"]}, compression {report["rate"]:.1f}x.
+
+SyncBatchNorm (trainer.sync_batchnorm=true on VICReg's expander, half a batch a rank), the
+running statistics' largest difference: {sync_bn_text(report["sync_bn"])}.
 """
+
+
+def sync_bn_text(result: dict | None) -> str:
+    if result is None:
+        return "not run (torch's SyncBatchNorm runs on GPUs only)"
+    return (
+        f"{result['between_ranks']:.2e} between the ranks, {result['against_whole_batch']:.2e} "
+        "against one BatchNorm over the whole batch"
+    )
 
 
 def free_port() -> int:
@@ -382,13 +395,42 @@ def gloo_rank(rank: int, out: str, port: int) -> None:
     flat = torch.cat([p.detach().flatten() for p in net.parameters()])
     gathered = [torch.empty_like(flat) for _ in range(2)]
     dist.all_gather(gathered, flat)
+    sync_bn = sync_batchnorm_check(rank, device) if device.type == "cuda" else None
     if rank == 0:
         Path(out).write_text(json.dumps({
             "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "CPU",
             "equal": bool(torch.equal(gathered[0], gathered[1])), "first": losses[0],
             "last": losses[-1], "iter": state.iter, "rate": dense / max(sent, 1),
+            "sync_bn": sync_bn,
         }))  # fmt: skip
     dist.destroy_process_group()
+
+
+def sync_batchnorm_check(rank: int, device: torch.device) -> dict:
+    """trainer.sync_batchnorm=true (Lightning's TorchSyncBatchNorm: convert_sync_batchnorm) on
+    VICReg's expander, each rank holding half of one batch: the largest difference of the
+    BatchNorm's running statistics between the ranks, and against one BatchNorm that sees the
+    whole batch. torch's SyncBatchNorm refuses CPU tensors, so this runs on GPUs only."""
+    import torch.distributed as dist
+
+    from trainlab.model.networks.vicreg import Expander
+
+    torch.manual_seed(0)
+    expander = Expander(32, width=64, depth=2).to(device)
+    whole = torch.randn(16, 32, generator=torch.Generator().manual_seed(5)).to(device)
+    synced = torch.nn.SyncBatchNorm.convert_sync_batchnorm(expander).to(device)
+    synced.train()(whole[rank * 8 : (rank + 1) * 8])
+    stats = torch.cat([synced[1].running_mean, synced[1].running_var])
+    torch.manual_seed(0)
+    reference = Expander(32, width=64, depth=2).to(device).train()
+    reference(whole)
+    expected = torch.cat([reference[1].running_mean, reference[1].running_var])
+    gathered = [torch.empty_like(stats) for _ in range(2)]
+    dist.all_gather(gathered, stats)
+    return {
+        "between_ranks": (gathered[0] - gathered[1]).abs().max().item(),
+        "against_whole_batch": (stats - expected).abs().max().item(),
+    }
 
 
 def main():

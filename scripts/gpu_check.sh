@@ -6,7 +6,8 @@
 #   (b) peak memory at 128 and 256 per GPU, with and without activation checkpointing;
 #   (c) bf16-mixed on CUDA: SIGTERM at step 3, resume, losses equal to an uninterrupted run;
 #   (d) FSDP2 on one rank, 20 steps of ViT-H;
-#   (e) 2 processes on the one GPU over gloo with the PowerSGD hook.
+#   (e) 2 processes on the one GPU over gloo with the PowerSGD hook, and SyncBatchNorm's
+#       statistics on both ranks (trainer.sync_batchnorm=true).
 #
 #   scripts/gpu_check.sh                      # on a CUDA machine
 #   scripts/gpu_check.sh --quick              # toy sizes on any machine (tests/test_gpu_check.py)
