@@ -102,7 +102,11 @@ def rate_features(cfg: DictConfig, ckpt: Path, start: float) -> dict:
     run_dir = open_run(cfg)  # after the checks: a refused run writes nothing
     # One process, on the first GPU where there is one (the loader's workers as the data's).
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    how = Extraction(device=device, num_workers=cfg.data.get("num_workers") or 0)
+    how = Extraction(
+        device=device,
+        batch_size=datamodule.eval_batch_size,
+        num_workers=cfg.data.get("num_workers") or 0,
+    )
     ratings = rate_checkpoint(
         encoder_cfg,
         str(ckpt),

@@ -31,12 +31,13 @@ def encoder_views(encoder: torch.nn.Module) -> Views:
 
 @dataclass(frozen=True)
 class Extraction:
-    """Where and how features are computed: ``device`` (bf16 autocast on CUDA),
-    ``num_workers`` of the loader, and, for a multi-rank run, this process's ``rank`` of
+    """Where and how features are computed: ``device`` (bf16 autocast on CUDA), the loader's
+    ``batch_size`` (a run's data.eval_batch_size) and ``num_workers``, and, for a multi-rank run, this process's ``rank`` of
     ``world_size`` with ``all_gather`` (Lightning's ``strategy.all_gather``): each rank
     computes every world_size-th image and all end with every feature."""
 
     device: torch.device = torch.device("cpu")
+    batch_size: int = 256
     num_workers: int = 0
     rank: int = 0
     world_size: int = 1
@@ -63,7 +64,6 @@ def gather_shards(x: torch.Tensor, total: int, how: Extraction) -> torch.Tensor:
 def extract(
     views: Views,
     dataset: Dataset,
-    batch_size: int = 256,
     desc: str = "features",
     how: Extraction = LOCAL,
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
@@ -73,7 +73,7 @@ def extract(
         dataset = Subset(dataset, range(how.rank, len(dataset), how.world_size))
     out: dict[str, list[torch.Tensor]] = {}
     labels = []
-    loader = DataLoader(dataset, batch_size=batch_size, num_workers=how.num_workers)
+    loader = DataLoader(dataset, batch_size=how.batch_size, num_workers=how.num_workers)
     cuda = how.device.type == "cuda"
     for images, y in track(loader, description=desc, transient=True, disable=how.rank > 0):
         images = images.to(how.device, non_blocking=True)

@@ -125,6 +125,7 @@ def rate_frozen_features(
         datamodule = hydra.utils.instantiate(cfg.data, holdout_val=True)
     how = Extraction(
         device=trainer.strategy.root_device,
+        batch_size=datamodule.eval_batch_size,
         num_workers=cfg.data.get("num_workers") or 0,
         rank=trainer.global_rank,
         world_size=trainer.world_size,
