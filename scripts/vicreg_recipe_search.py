@@ -59,14 +59,17 @@ What it showed (one seed each, so read a point or two as noise):
 - **Every run is dimensionally collapsed**, and the LR moves it: the val RankMe of the
   encoder's features reads 1.6 to 11 of 192, where I-JEPA's recipe reads 57 to 67 (its
   `var_cov` on the encoder's pooled features is what lifted it there). VICReg's variance
-  hinge on the expander's output stays at 0.33 to 0.46 (stds about 0.6) through every run: the
-  covariance term, large while the encoder's features are low-rank, holds the scale down.
+  hinge on the expander's output stays at 0.33 to 0.46 (stds about 0.6) through every run.
+  At initialisation, scaling the expander's output up would raise the weighted invariance
+  and covariance terms more than it lowers the variance hinge (their derivatives in the
+  scale, measured once on a batch: +8.9 and +2.4 against -8.3), so the scale stays down.
   A 3x LR collapses further (RankMe 1.6, kNN -12.8); a 3x lower LR keeps more rank
   (RankMe 11) and reads level on linear and 1.4 lower on kNN; batch 64 (twice the steps)
   reads 1.4 and 9.0 lower.
 - **Still learning at the last epoch**: crop_0.6's online kNN read 0.49, 0.60 and 0.67 at
   epochs 19, 24 and 29. The recipe (experiment=vicreg_mnist) therefore runs 60 epochs, about
   ijepa_mnist's minutes; its 3-seed numbers are in results/ijepa_results.md.
+- Minutes: base's include a test suite that ran beside it on the 2 cores.
 - Not tried, for lack of time: a wider expander (the paper's 8192), LARS, VICReg's terms on
   the encoder's features as well (I-JEPA's var_cov), blur and solarisation.
 """
