@@ -2,11 +2,14 @@
 
     python scripts/ijepa_results.py                            # mnist5k and digits, seeds 0 1 2
     python scripts/ijepa_results.py --datasets digits --seeds 0
+    python scripts/ijepa_results.py --methods-only --datasets mnist5k   # the VICReg rows only
 
 For each data set and seed:
 1. pre-train with ``python train.py experiment=<recipe> seed=<seed>`` (as a user would);
 2. rate frozen features with the protocol of ``eval.py mode=features`` (trainlab.evaluation):
-   raw pixels, a random encoder of the same shape, the I-JEPA target and context encoders.
+   raw pixels, a random encoder of the same shape, the I-JEPA target and context encoders,
+   and the encoders of other families (METHODS: VICReg), each pre-trained by its own
+   experiment on the same data with the same ViT.
    Features are computed once; each label fraction then fits the linear grid and the kNN bank
    on a class-balanced subset of the train split (drawn from the seed, as data.train_fraction
    draws it). Standardisation and hyper-parameter choice use the full unlabelled train split
@@ -241,7 +244,7 @@ def frozen_lines(row: str, frozen: list[dict]) -> tuple[str, str]:
 def table(dataset: str, seeds: list[int], frozen: list[dict], trained: list[dict]) -> list[str]:
     head = "| encoder | " + " | ".join(f"{f:.0%} linear | {f:.0%} kNN" for f in FRACTIONS) + " |"
     lines = [head, "|---" * (1 + 2 * len(FRACTIONS)) + "|"]
-    rows = [r for r in (*FROZEN_ROWS, *METHODS, SUPERVISED_FROZEN) if r in frozen[0]]
+    rows = [r for r in (*FROZEN_ROWS, SUPERVISED_FROZEN) if r in frozen[0]]
     per_seed = []
     for row in rows:
         line, per = frozen_lines(row, frozen)
