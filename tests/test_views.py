@@ -1,5 +1,6 @@
 """Views of an image for joint-embedding methods (data.views), and VICReg on them."""
 
+import json
 import os
 import subprocess
 import sys
@@ -8,7 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from conftest import ROOT, free_port, make_image_folder
+from conftest import ROOT, free_port, make_image_folder, run_cli
 
 from trainlab.data.digits import DigitsDataModule
 from trainlab.data.fake import FakeDataModule
@@ -122,6 +123,24 @@ def test_vicreg_on_two_ranks_is_one_rank_on_the_global_batch():
     # and per-rank statistics would not: the halves alone give another loss
     half, _ = vicreg().loss([v[:4] for v in global_batch()], step_generator(0, 0, 0))
     assert half.item() != pytest.approx(loss.item(), rel=1e-3)
+
+
+@pytest.mark.slow  # a 2-process run: make test-slow (CI runs it after make test)
+def test_vicreg_trains_on_two_ranks_through_train_py_without_warnings(tmp_path):
+    """experiment=vicreg_digits on 2 CPU ranks, as a user types it: the memory estimate's
+    probe, the gathered loss and the monitors' gather on every rank, then the end-of-run
+    feature table sharded over the ranks, with no warning or traceback on the console."""
+    result = run_cli(
+        "train.py", "experiment=vicreg_digits", "trainer.accelerator=cpu", "trainer.devices=2",
+        "trainer.max_epochs=1", "trainer.limit_train_batches=3", "trainer.limit_val_batches=1",
+        "test=false", "extras.print_config=false", f"paths.log_dir={tmp_path}", "run_name=vic",
+        cwd=tmp_path, timeout=400,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    console = result.stdout + result.stderr
+    assert "Warning" not in console and "Traceback" not in console, console[-3000:]
+    run = json.loads((tmp_path / "train" / "runs" / "vic" / "metrics.json").read_text())
+    assert run["run"]["features_ranks"] == 2 and "features/knn_acc" in run["metrics"]
 
 
 def test_sync_batchnorm_on_cpus_is_refused_before_the_ranks_start(cfg_factory):

@@ -79,6 +79,9 @@ KNOWN_NOISE = [
     r".*does not have many workers.*",  # num_workers=0 is the right choice for embedded data
     r".*'pin_memory' argument is set as true but no accelerator.*",
     r".*'set_vital' is deprecated.*",  # torchdata 0.11's StatefulDataLoader on torch 2.14
+    # torch 2.14 on Lightning 2.6's strategy.all_gather (the monitors' bank, the feature
+    # table) and on model/networks/gather.py
+    r".*torch\.distributed\.nn\.functional\.all_gather is deprecated.*",
 ]
 
 
