@@ -32,9 +32,10 @@ def encoder_views(encoder: torch.nn.Module) -> Views:
 @dataclass(frozen=True)
 class Extraction:
     """Where and how features are computed: ``device`` (bf16 autocast on CUDA), the loader's
-    ``batch_size`` (a run's data.eval_batch_size) and ``num_workers``, and, for a multi-rank run, this process's ``rank`` of
-    ``world_size`` with ``all_gather`` (Lightning's ``strategy.all_gather``): each rank
-    computes every world_size-th image and all end with every feature."""
+    ``batch_size`` (a run's data.eval_batch_size) and ``num_workers``, and, for a multi-rank
+    run, this process's ``rank`` of ``world_size`` with ``all_gather`` (Lightning's
+    ``strategy.all_gather``): each rank computes every world_size-th image and all end with
+    every feature."""
 
     device: torch.device = torch.device("cpu")
     batch_size: int = 256
