@@ -54,8 +54,8 @@ VARIANTS: dict[str, list[str]] = {
 READING = """\
 What it showed (one seed each, so read a point or two as noise):
 - **Crops are the lever.** 0.6-1.0 crops in place of 0.3-1.0: +4.8 points linear and +27.6
-  kNN. A 0.3 crop of a centred 28 px digit often keeps a stroke or two, and the two views
-  then share too little to agree on; the I-JEPA search found crops hurt there too.
+  kNN. The likely reason, not measured: a 0.3 crop of a centred 28 px digit can keep a
+  stroke or two, and two such views share little to agree on (crops hurt I-JEPA here too).
 - **Every run is dimensionally collapsed**, and the LR moves it: the val RankMe of the
   encoder's features reads 1.6 to 11 of 192, where I-JEPA's recipe reads 57 to 67 (its
   `var_cov` on the encoder's pooled features is what lifted it there). VICReg's variance
