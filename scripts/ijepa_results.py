@@ -45,7 +45,6 @@ from trainlab.evaluation.features import encoder_views, pixel_views
 from trainlab.evaluation.protocol import extract_splits, rate_features
 
 ROOT = Path(__file__).resolve().parents[1]
-LOGS = ROOT / "logs" / "ijepa_results"
 RECIPES = {"mnist5k": "ijepa_mnist", "digits": "ijepa_digits"}
 FRACTIONS = (1.0, 0.1, 0.01)
 # Supervised and fine-tuning epochs by label fraction: about the same number of steps at 10 %
@@ -67,12 +66,13 @@ TRAINED_ROWS = {  # row: (experiment, starts from the I-JEPA checkpoint?)
 }
 
 
-def train(name: str, *overrides: str) -> dict:
-    """``python train.py ...`` into logs/ijepa_results/runs/<name>; its metrics.json (cached)."""
-    run_dir = LOGS / "runs" / name
+def train(name: str, *overrides: str, task: str = "ijepa_results") -> dict:
+    """``python train.py ...`` into logs/<task>/runs/<name>; its metrics.json (cached: a run
+    dir that holds one is not trained again)."""
+    run_dir = ROOT / "logs" / task / "runs" / name
     if not (run_dir / "metrics.json").exists():
         command = [sys.executable, "train.py", *overrides, "extras.print_config=false"]
-        command += [f"paths.log_dir={ROOT / 'logs'}", "task_name=ijepa_results", f"run_name={name}"]
+        command += [f"paths.log_dir={ROOT / 'logs'}", f"task_name={task}", f"run_name={name}"]
         print("+", " ".join(command), flush=True)
         result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
         if result.returncode:

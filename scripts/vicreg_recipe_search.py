@@ -13,19 +13,17 @@ to redo it), so the search can be stopped and continued.
 
 import argparse
 import datetime
-import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 import torch
+from ijepa_results import train  # its sibling script: train.py into a cached run dir
 
 from trainlab.bench import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
-LOGS = ROOT / "logs"
 EPOCHS = 30
 
 
@@ -76,20 +74,11 @@ What it showed (one seed each, so read a point or two as noise):
 
 
 def pretrain(name: str, overrides: list[str], seed: int) -> dict:
-    """``python train.py experiment=vicreg_mnist ...``; its metrics.json (cached)."""
-    run_dir = LOGS / "vicreg_search" / "runs" / f"{name}_s{seed}"
-    if not (run_dir / "metrics.json").exists():
-        command = [
-            sys.executable, "train.py", "experiment=vicreg_mnist", f"seed={seed}",
-            f"trainer.max_epochs={EPOCHS}", *overrides, "test=false",
-            "extras.print_config=false", f"paths.log_dir={LOGS}", "task_name=vicreg_search",
-            f"run_name={name}_s{seed}",
-        ]  # fmt: skip
-        print("+", " ".join(command), flush=True)
-        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-        if result.returncode:
-            raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
-    return json.loads((run_dir / "metrics.json").read_text())
+    """``python train.py experiment=vicreg_mnist ...`` at EPOCHS epochs; its metrics.json."""
+    return train(
+        f"{name}_s{seed}", "experiment=vicreg_mnist", f"seed={seed}",
+        f"trainer.max_epochs={EPOCHS}", *overrides, "test=false", task="vicreg_search",
+    )  # fmt: skip
 
 
 def fmt(values: list[float]) -> str:
