@@ -548,3 +548,40 @@ def test_bf16_on_a_cpu_writes_attention_out_and_float32_keeps_it_fused(tmp_path)
     assert all(fused_flags(model))
     CpuBf16Attention().on_fit_start(SimpleNamespace(precision="bf16-mixed"), model)
     assert not any(fused_flags(model))
+
+
+def test_fixed_shape_masks_compile_once_per_shape_and_then_never_again(tmp_path):
+    """compile=true with masks.fixed_shapes: every network and the target encoder's
+    forward_intermediates traced by dynamo with static sizes only (a recording backend that
+    runs the graphs eagerly: the same tracing and guards as inductor, without its minutes on
+    a CPU), and zero new graphs over 10 steps once every shape has been seen."""
+    from torch._dynamo.utils import counters
+
+    from trainlab.model.compile import compile_networks
+    from trainlab.model.networks.masks import step_generator
+
+    symbolic = []
+
+    def recording(gm, example_inputs):
+        symbolic.extend(
+            t for t in example_inputs if isinstance(t, torch.SymInt) or (
+                torch.is_tensor(t) and any(isinstance(d, torch.SymInt) for d in t.shape)
+            )
+        )  # fmt: skip
+        return gm.forward
+
+    torch._dynamo.reset()
+    model, _ = tiny_ijepa(tmp_path, "data.image_size=32", "model.masks.fixed_shapes=8")
+    shapes = [model.masks(8, step_generator(0, 0, s)).context.shape[1] for s in range(40)]
+    last_new = max(shapes.index(k) for k in set(shapes))
+    assert 1 < len(set(shapes)) <= 8, shapes  # more than one shape, never unbounded
+    compile_networks(model, backend=recording)
+    images = torch.randn(8, 1, 32, 32)
+    for step in range(last_new + 11):
+        if step == last_new + 1:
+            graphs = counters["stats"]["unique_graphs"]
+        loss, _ = model.loss(images, step_generator(0, 0, step))
+        loss.backward()
+    assert counters["stats"]["unique_graphs"] == graphs > len(set(shapes))
+    assert not symbolic
+    assert hasattr(model.targets, "_torchdynamo_orig_callable")  # compiled, beside the networks

@@ -90,3 +90,24 @@ def test_terminates_where_the_reference_loops_forever():
 def test_impossible_settings_are_refused_up_front():
     with pytest.raises(ConfigError, match="min_keep"):
         MultiBlockMaskGenerator(4, min_keep=10)
+
+
+def test_fixed_shapes_bound_the_token_counts_and_keep_targets_hidden():
+    """fixed_shapes=n: one target count, at most n context counts, over many steps and grids;
+    the tokens a subset drops from a target block stay out of the context too."""
+    for grid, targets in ((14, 4), (8, 4), (4, 2)):
+        free = MultiBlockMaskGenerator(grid, num_targets=targets, min_keep=2)
+        fixed = MultiBlockMaskGenerator(grid, num_targets=targets, min_keep=2, fixed_shapes=4)
+        shapes = set()
+        for i in range(60):
+            a, b = (gen(32, step_generator(0, 0, i)) for gen in (free, fixed))
+            shapes.add((b.context.shape[1], b.targets.shape[2]))
+            assert b.targets.shape[2] == fixed.target_tokens <= a.targets.shape[2]
+            assert b.context.shape[1] <= a.context.shape[1]  # rounded down, never padded
+            for s in range(32):  # each kept target token lies in the full block, unseen
+                block = set(a.targets[s].flatten().tolist())
+                assert set(b.targets[s].flatten().tolist()) <= block
+                assert not set(b.context[s].tolist()) & block
+        assert len(shapes) <= 4 and {k for k, _ in shapes} <= set(fixed.context_sizes)
+    with pytest.raises(ConfigError, match="fixed_shapes"):
+        MultiBlockMaskGenerator(14, fixed_shapes=0)

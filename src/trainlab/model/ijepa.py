@@ -80,6 +80,9 @@ class IJEPA(SelfSupervised):
 
     not_hparams = ("encoder", "predictor", "masks", "optimizer")
     trained = ("encoder", "predictor")
+    #: compile=true compiles these too: the target encoder's forward_intermediates is not
+    #: its forward, which is all that compiling the network covers (model/compile.py).
+    compiled_methods = ("targets",)
 
     def __init__(
         self,
@@ -124,6 +127,11 @@ class IJEPA(SelfSupervised):
         """Start from an official I-JEPA, timm ``*_ijepa`` or trainlab checkpoint."""
         for name, state in ijepa_parts(read_state(path)).items():
             load_into(getattr(self, name), state, name)
+
+    @property
+    def static_shapes(self) -> int:
+        """How many step shapes the masks allow (0: unbounded), for compile=true."""
+        return self.masks.fixed_shapes or 0
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """The evaluation representation: the target encoder's average-pooled features."""

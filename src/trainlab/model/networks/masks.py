@@ -14,6 +14,12 @@ Three flaws of the reference collator are fixed here:
 And it always terminates: impossible settings are refused up front; targets that leave
 fewer than min_keep patches, and contexts that keep too few, are redrawn a bounded number
 of times; a context still short then falls back to the whole grid minus the targets.
+
+``fixed_shapes=n`` bounds the step's tensor shapes for torch.compile: every target block
+keeps a random subset of T tokens (T: the smallest block the scale and aspect ranges give),
+and the context's K is rounded down to one of n counts, so a step has at most n shapes,
+each compiled once (the paper's masks: a new T and K nearly every step, and a recompile or
+symbolic shapes with them).
 """
 
 import math
@@ -58,6 +64,7 @@ class MultiBlockMaskGenerator:
         context_aspect=(1.0, 1.0),
         min_keep: int = 10,
         max_tries: int = 20,
+        fixed_shapes: int | None = None,
     ):
         self.H, self.W = (grid, grid) if isinstance(grid, int) else tuple(grid)
         self.N = self.H * self.W
@@ -65,6 +72,23 @@ class MultiBlockMaskGenerator:
         self.target_scale, self.target_aspect = tuple(target_scale), tuple(target_aspect)
         self.context_scale, self.context_aspect = tuple(context_scale), tuple(context_aspect)
         self._check()
+        self.fixed_shapes = fixed_shapes
+        if fixed_shapes is not None:
+            if fixed_shapes < 1:
+                raise ConfigError(f"masks fixed_shapes={fixed_shapes}: give n >= 1, or null")
+            self.target_tokens = self._smallest_target()
+            top = self.N - self.target_tokens
+            # Spaced geometrically: rounding a batch's K down then loses at most the same
+            # fraction of it at every size (a third at n=8 on a 14x14 grid; 0 at K = a count).
+            counts = torch.logspace(math.log10(max(min_keep, 1)), math.log10(top), fixed_shapes)
+            self.context_sizes = counts.floor().int().unique().tolist()  # sorted
+
+    def _smallest_target(self) -> int:
+        """The fewest patches a target block can have: the smallest h * w over a fine grid of
+        the scale and aspect ranges (ends included), after rounding to whole patches."""
+        scales = torch.linspace(*self.target_scale, 201).tolist()
+        aspects = torch.linspace(*self.target_aspect, 201).tolist()
+        return min(h * w for s in scales for a in aspects for h, w in [self._block_size(s, a)])
 
     def _block_size(self, scale: float, aspect: float) -> tuple[int, int]:
         h = round(math.sqrt(scale * self.N * aspect))
@@ -137,10 +161,23 @@ class MultiBlockMaskGenerator:
         # Equalise context lengths: keep a random K-subset of each context (K = batch minimum),
         # the K smallest of random scores; nonzero returns them already sorted.
         keep = int(context.sum(1).min())
+        if self.fixed_shapes is not None:  # the largest allowed count the batch can fill
+            keep = max((k for k in self.context_sizes if k <= keep), default=keep)
         if keep == 0:  # needs max_tries failed redraws in a row: not seen at any valid setting
             raise RuntimeError("mask generation left a sample without context; raise max_tries")
         # float64: a tie at the K-th score (which would keep K+1) is then practically impossible.
         scores = torch.rand(B, self.N, generator=g, dtype=torch.float64).masked_fill_(~context, 2.0)
         kth = scores.kthvalue(keep, dim=1, keepdim=True).values
         context_idx = (scores <= kth).nonzero()[:, 1].reshape(B, keep)
+        if self.fixed_shapes is not None:  # after the context: dropped target tokens stay hidden
+            target_idx = self._keep_random(target_idx, self.target_tokens, g)
         return Masks(context=context_idx, targets=target_idx)
+
+    @staticmethod
+    def _keep_random(idx: torch.Tensor, k: int, g: torch.Generator) -> torch.Tensor:
+        """A random k-subset of the last axis of ``idx``, kept in row-major order."""
+        if k >= idx.shape[-1]:
+            return idx
+        scores = torch.rand(idx.shape, generator=g)
+        chosen = scores.topk(k, dim=-1, largest=False).indices.sort(dim=-1).values
+        return idx.gather(-1, chosen)
