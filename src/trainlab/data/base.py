@@ -14,7 +14,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 from trainlab.data.low_shot import class_balanced_subset
 from trainlab.data.sampler import SeededSampler
-from trainlab.data.transforms import MultiView, build_transform, build_view, normalisation
+from trainlab.data.transforms import DeviceNormalisation, MultiView, build_transform, build_view
 from trainlab.utils.errors import DataError
 from trainlab.utils.seeding import call_seeded, run_seed
 
@@ -89,7 +89,7 @@ class ImageDataModule(L.LightningDataModule):
         # device (on_after_batch_transfer), as FFCV and DALI do: a quarter of the bytes
         # through the worker queues, pinned memory and the copy to the GPU.
         self.uint8_batches = uint8_batches
-        self.normalise = normalisation(self.mean, self.std)
+        self.normalise = DeviceNormalisation(self.mean, self.std)
         # Joint-embedding methods: each training image as a list of views (build_view
         # recipes); a training batch is then ([view 1 (B, C, H, W), view 2, ...], labels).
         # Validation and test batches stay single images. None: one image, as I-JEPA reads.

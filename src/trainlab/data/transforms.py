@@ -91,3 +91,23 @@ def normalisation(mean: Sequence[float], std: Sequence[float]) -> v2.Compose:
     """uint8 images, one or a batch, to the model's float input: the same operations on a
     batch as on each image, so the result is the same to the bit."""
     return v2.Compose([v2.ToDtype(torch.float32, scale=True), v2.Normalize(list(mean), list(std))])
+
+
+class DeviceNormalisation:
+    """uint8 batches to the model's float input on their own device (the batch transform
+    after the copy): ``normalisation``'s arithmetic, to the bit, with mean and std copied to
+    each device once. torchvision's Normalize builds both tensors anew from host memory on
+    every call: two blocking host-to-device copies, a host sync each on a GPU."""
+
+    def __init__(self, mean: Sequence[float], std: Sequence[float]):
+        self.mean, self.std = list(mean), list(std)
+        self.stats: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        if images.device not in self.stats:
+            self.stats[images.device] = tuple(
+                torch.tensor(v, dtype=torch.float32, device=images.device).view(-1, 1, 1)
+                for v in (self.mean, self.std)
+            )
+        mean, std = self.stats[images.device]
+        return images.to(torch.float32).mul_(1.0 / 255).sub_(mean).div_(std)

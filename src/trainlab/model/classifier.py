@@ -11,6 +11,7 @@ from torchmetrics import MaxMetric, MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 from torchvision.transforms import v2
 
+from trainlab.optim.fused import fused_by_default
 from trainlab.optim.param_groups import layer_decay_groups
 from trainlab.optim.schedules import warmup_cosine, warmup_steps
 
@@ -80,7 +81,8 @@ class Classifier(L.LightningModule):
         logits = self(x)
         loss = F.cross_entropy(logits, targets, label_smoothing=self.hparams.label_smoothing)
         self.train_acc(logits, y)
-        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True)
+        # No prog_bar: the bars read it themselves, without a host sync per step (callbacks/progress.py).
+        self.log("train/loss", loss, on_step=True, on_epoch=True)
         self.log("train/acc", self.train_acc, on_step=False, on_epoch=True)
         return loss
 
@@ -117,7 +119,7 @@ class Classifier(L.LightningModule):
 
     def configure_optimizers(self):
         groups = self.param_groups()
-        optimizer = self.make_optimizer(params=groups)
+        optimizer = fused_by_default(self.make_optimizer)(params=groups)
         for group in optimizer.param_groups:
             group["lr"] *= group.get("lr_scale", 1.0)
         if self.hparams.warmup_epochs > 0:

@@ -31,6 +31,7 @@ from torch.nn.parallel import DistributedDataParallel
 from trainlab.evaluation.features import PROBE_BLOCKS
 from trainlab.model.networks.masks import step_generator
 from trainlab.model.networks.online_eval import OnlineEvaluator
+from trainlab.optim.fused import fused_by_default
 from trainlab.optim.param_groups import decay_groups
 from trainlab.optim.schedules import cosine, linear, warmup_cosine, warmup_steps
 from trainlab.utils.seeding import run_seed
@@ -141,7 +142,8 @@ class SelfSupervised(L.LightningModule):
         # One bank for the whole job: every rank enqueues every rank's features.
         gathered = self.all_gather(features.detach()).reshape(-1, features.shape[-1])
         self.online.enqueue(gathered, self.all_gather(labels).reshape(-1))
-        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True)
+        # No prog_bar: the bars read it themselves, without a host sync per step (callbacks/progress.py).
+        self.log("train/loss", loss, on_step=True, on_epoch=True)
         return loss
 
     def _evaluate(self, batch, batch_idx, stage: str):
@@ -191,7 +193,7 @@ class SelfSupervised(L.LightningModule):
         groups = []
         for name in self.trained:
             groups += decay_groups(getattr(self, name), f"{name}/")
-        return self.make_optimizer(params=groups)
+        return fused_by_default(self.make_optimizer)(params=groups)
 
     def schedules(self, step: int) -> dict[str, float]:
         """LR, weight decay and EMA momentum at optimizer step ``step`` of the whole run

@@ -12,6 +12,7 @@ import torch
 from torchmetrics import MeanMetric
 
 from trainlab.model.networks.vae import VAENet
+from trainlab.optim.fused import fused_by_default
 
 EVAL_SEED = 1234  # fixes the binarisation / dequantisation noise of evaluation batches
 
@@ -147,4 +148,4 @@ class VAE(L.LightningModule):
         return self.net.likelihood.mean(self.net.decode(mu))
 
     def configure_optimizers(self):
-        return self.make_optimizer(params=self.parameters())
+        return fused_by_default(self.make_optimizer)(params=self.parameters())
