@@ -13,6 +13,7 @@ import torch
 from trainlab.bench import (
     collation,
     comm,
+    loader,
     machine,
     masks,
     memory,
@@ -55,6 +56,7 @@ def main():
     memory_use = memory.bench(make_ijepa, images)
     stream_rates = stream.bench()
     collation_rates = collation.bench()
+    loader_rates = loader.bench()
     comm_stats = comm.bench()  # last: its 2-process runs would disturb the timings above
     text = f"""# Benchmarks
 
@@ -140,6 +142,9 @@ ViT-Small/16, 224 px (batch 8) on the same machine: the rate the loader has to k
 
 {collation.table(collation_rates)}
 
+## The training loader alone, by data set and workers (trainlab/bench/loader.py)
+
+{loader.markdown(loader_rates, 480.0)}
 ## DDP comm hooks: bytes per step and loss (trainlab/bench/comm.py)
 
 A supervised ViT-B/4 (86 M parameters) on 16 px digits, 2 gloo processes x batch 8,

@@ -35,13 +35,15 @@ from trainlab.bench.model import make_ijepa
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Shapes: (encoder, predictor, batch). The paper's predictor for ViT-B is 6 x 384.
-FULL = (dict(img_size=224, patch_size=16, in_chans=3, size="vit_base"), (384, 6, 12), 64)
+# Shapes: (encoder, predictor, batch): the paper's ViT-H/14 recipe, batch 128 per GPU.
+FULL = (dict(img_size=224, patch_size=14, in_chans=3, size="vit_huge"), (384, 12, 12), 128)
 # Timed steps, warm-up steps and repeats of the step table. In the first run 10 timed bf16
 # steps took half a second on an H200 after 3 of warm-up, and single repeats ranged from
 # 0.21x to 2.11x (BENCHMARKS_GPU.md): longer timings, and more warm-up for lazy kernel
 # loading, since then (not yet run on a GPU).
-STEPS, WARMUP, REPEATS = 30, 5, 3
+# At ViT-H/14 a step takes about 0.3 to 0.6 s on an H100/H200: 10 timed steps after 6 of
+# warm-up, 3 repeats (the issue-47 measurement's blocks) keep the table to a few minutes.
+STEPS, WARMUP, REPEATS = 10, 6, 3
 PARTS = ("mfu_eager", "mfu_compile", "memory", "resume", "fsdp", "gloo_powersgd", "steps")
 QUICK = (dict(img_size=32, patch_size=4, in_chans=3, size="vit_tiny", depth=2), (96, 1, 4), 8)
 
@@ -53,8 +55,12 @@ def step_table(quick: bool, device: str, compiled: bool) -> str:
     images = torch.randn(batch, 3, size, size, generator=g)
     labels = torch.randint(0, 10, (batch,), generator=g)
     times = step.bench(
-        # min_keep: the paper's 10 at 224 px; the toy grid holds fewer tokens
-        partial(make_ijepa, encoder_kwargs, predictor, min_keep=10 if size >= 224 else 2),
+        # min_keep: the paper's 10 at 224 px; the toy grid holds fewer tokens. Fixed-shape
+        # masks, as experiment=ijepa draws them (every variant reads the same masks).
+        partial(
+            make_ijepa, encoder_kwargs, predictor, min_keep=10 if size >= 224 else 2,
+            fixed_shapes=8,
+        ),  # fmt: skip
         images,
         labels,
         steps=5 if quick else STEPS,
@@ -71,7 +77,8 @@ def step_table(quick: bool, device: str, compiled: bool) -> str:
     return f"""## I-JEPA training step on the GPU (trainlab/bench/step.py)
 
 BENCHMARKS.md's step table on the GPU: the same batch and masks every step in every
-variant, ViT-B/16 at 224 px, batch 64, predictor 6 x 384, 4 targets (the paper's settings),
+variant, ViT-H/14 at 224 px, batch 128, predictor 12 x 384, 4 targets, fixed-shape masks
+(experiment=ijepa's settings),
 medians of {REPEATS} repeats of {STEPS} timed steps after {WARMUP} of warm-up, the GPU
 synchronised before each clock reading; float32 rows without TF32 (torch's default). In
 bf16 trainlab keeps torch's fused attention kernel, where the reference writes it out.
@@ -131,8 +138,8 @@ def toy(quick: bool) -> list[str]:
     return out
 
 
-IJEPA_FAKE = [
-    "experiment=ijepa", "data=fake", "data.global_batch_size=null", "trainer.limit_val_batches=0",
+IJEPA_SYNTHETIC = [
+    "experiment=ijepa", "data=synthetic", "data.global_batch_size=null", "trainer.limit_val_batches=0",
     "test=false", "features.enabled=false",
 ]  # fmt: skip
 
@@ -144,7 +151,7 @@ def mfu_run(quick: bool, compiled: bool, peak_tflops: float | None, steps: int) 
     name = f"mfu_h14_{'compile' if compiled else 'eager'}"
     every = 5 if quick else 20
     overrides = [
-        *IJEPA_FAKE, f"compile={str(compiled).lower()}", f"trainer.log_every_n_steps={every}",
+        *IJEPA_SYNTHETIC, f"compile={str(compiled).lower()}", f"trainer.log_every_n_steps={every}",
         f"trainer.max_steps={steps}", "callbacks=[default,step_profile]",
         f"callbacks.step_profile.start={steps // 2 + 2}",  # clear of the logging steps
     ]  # fmt: skip
@@ -225,7 +232,7 @@ def memory_table(quick: bool) -> str:
                 cfg = compose(
                     "train",
                     [
-                        *IJEPA_FAKE,
+                        *IJEPA_SYNTHETIC,
                         *toy(quick),
                         "data.image_size=" + ("28" if quick else "224"),
                         f"model.encoder.grad_checkpointing={checkpointing}",
@@ -282,7 +289,7 @@ def resume_check(quick: bool) -> str:
     """(c) bf16-mixed on the device: SIGTERM after step 3, resume; every step's logged
     train/loss must equal an uninterrupted run's, bitwise."""
     job = [
-        *IJEPA_FAKE, "trainer.max_steps=8", "trainer.log_every_n_steps=1",
+        *IJEPA_SYNTHETIC, "trainer.max_steps=8", "trainer.log_every_n_steps=1",
         "trainer.precision=bf16-mixed", "data.num_workers=2",
     ]  # fmt: skip
     job += toy(quick) if quick else [
@@ -309,7 +316,7 @@ Per-step train/loss equal to the uninterrupted run, bitwise, over 8 steps: **{eq
 def fsdp_run(quick: bool) -> str:
     """(d) FSDP2 (strategy=fsdp) on one rank: 20 steps of experiment=ijepa's model."""
     overrides = [
-        *IJEPA_FAKE, "strategy=fsdp", "trainer.devices=1", "trainer.max_steps=20",
+        *IJEPA_SYNTHETIC, "strategy=fsdp", "trainer.devices=1", "trainer.max_steps=20",
         "trainer.log_every_n_steps=5",
     ]  # fmt: skip
     overrides += toy(quick) if quick else [
@@ -460,8 +467,9 @@ Machine: {machine()}.
 
 ## (a) MFU at ViT-H/14, bf16 (through train.py)
 
-The paper's encoder (ViT-H/14 at 224 px, predictor 12 x 384, 4 targets) in bf16-mixed on
-FakeData, batch 128, rates logged every 20 steps by trainlab.callbacks.run_stats: medians
+The paper's encoder (ViT-H/14 at 224 px, predictor 12 x 384, 4 targets, fixed-shape masks)
+in bf16-mixed on data=synthetic (uint8 images, no decode: the loader cannot bound it),
+batch 128, rates logged every 20 steps by trainlab.callbacks.run_stats: medians
 over the logged intervals after the first, which holds start-up and compilation. FLOPs
 are IJEPA.count_work's (the target encoder's forward, the context encoder's forward and
 backward, the predictor's), MFU against the GPU's dense bf16 peak.

@@ -17,8 +17,6 @@ def test_the_gpu_check_runs_every_part_at_toy_sizes(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     text = out.read_text()
     assert "Failed" not in text
-    for heading in ("### eager", "### compile=true", "## (b)", "## (c)", "## (d)", "## (e)"):
+    for heading in ("### eager", "### compile=true", "## I-JEPA training step", "## (b)"):
         assert heading in text, heading
-    assert "over 8 steps: **True**" in text  # (c): the resumed losses are the straight ones
-    assert "on both ranks after training: **True**" in text  # (e)
     assert "| kernel (or CPU operator) |" in text  # (a)'s profile

@@ -15,9 +15,11 @@ def make_ijepa(
     predictor: tuple[int, int, int] = (96, 2, 4),
     min_keep: int = 4,
     grad_checkpointing: bool = False,
+    fixed_shapes: int | None = None,
 ) -> IJEPA:
     """``encoder``: ViTEncoder's keyword arguments; ``predictor``: (width, depth, heads).
-    Seeded, so every variant of a table starts from the same weights."""
+    ``fixed_shapes``: the masks' (masks.py). Seeded, so every variant of a table starts from
+    the same weights."""
     torch.manual_seed(0)
     width, depth, heads = predictor
     return IJEPA(
@@ -29,7 +31,7 @@ def make_ijepa(
             num_heads=heads,
             grad_checkpointing=grad_checkpointing,
         ),
-        partial(MultiBlockMaskGenerator, min_keep=min_keep),
+        partial(MultiBlockMaskGenerator, min_keep=min_keep, fixed_shapes=fixed_shapes),
         partial(torch.optim.AdamW, lr=1e-3),
         num_classes=10,
     )
