@@ -58,7 +58,10 @@ def step_table(quick: bool, device: str, compiled: bool) -> str:
         # min_keep: the paper's 10 at 224 px; the toy grid holds fewer tokens. Fixed-shape
         # masks, as experiment=ijepa draws them (every variant reads the same masks).
         partial(
-            make_ijepa, encoder_kwargs, predictor, min_keep=10 if size >= 224 else 2,
+            make_ijepa,
+            encoder_kwargs,
+            predictor,
+            min_keep=10 if size >= 224 else 2,
             fixed_shapes=8,
         ),  # fmt: skip
         images,

@@ -35,7 +35,6 @@ from pathlib import Path
 
 import torch
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
 from torch.utils.data import TensorDataset
 
 from trainlab.bench import cpu_model
@@ -43,6 +42,7 @@ from trainlab.data.low_shot import class_balanced_subset
 from trainlab.evaluation.checkpoint import load_encoder
 from trainlab.evaluation.features import encoder_views, pixel_views
 from trainlab.evaluation.protocol import extract_splits, rate_features
+from trainlab.run.checkpoint_config import load_run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = {"mnist5k": "ijepa_mnist", "digits": "ijepa_digits"}
@@ -92,7 +92,7 @@ def low_shot(feats: dict, labels: dict, fraction: float, seed: int) -> tuple[dic
 
 def eval_data(run_dir: Path) -> tuple:
     """(run config, {split: dataset} with the evaluation transform, number of classes)."""
-    cfg = OmegaConf.load(run_dir / "config.yaml")
+    cfg = load_run_config(run_dir / "config.yaml")
     datamodule = instantiate(cfg.data)
     datamodule.setup()
     return cfg, datamodule.eval_splits(), datamodule.num_classes
@@ -354,7 +354,7 @@ def main() -> None:
             )
             run_dir = Path(pre["run"]["run_dir"])
             minutes.append(pre["run"]["fit_seconds"] / 60)
-            pre_cfg = OmegaConf.load(run_dir / "config.yaml")
+            pre_cfg = load_run_config(run_dir / "config.yaml")
             shape = classifier_overrides(dataset, pre_cfg)
             ckpt = pre["checkpoints"]["last"]
             trained.append(trained_scores(dataset, seed, ckpt, shape, run_dir))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from trainlab.run.allowed_targets import check_targets
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
@@ -35,12 +36,18 @@ def run_config_of(ckpt: str | Path) -> DictConfig | None:
     return load_run_config(path) if path.is_file() else None
 
 
-def load_run_config(path: Path) -> DictConfig:
-    """A run dir's config.yaml, with class paths of renamed packages brought up to date."""
+def load_run_config(path: Path, check: bool = True) -> DictConfig:
+    """A run dir's config.yaml, with class paths of renamed packages brought up to date, and
+    refused if it names any class that trainlab's configs do not (run/allowed_targets.py): a
+    shared run dir must not run code when it is opened. ``check=False`` only where nothing
+    of it is built (resume's comparison with the command line)."""
     text = path.read_text()
     for old, new in MOVED.items():
         text = text.replace(old, new)
-    return OmegaConf.create(text)
+    cfg = OmegaConf.create(text)
+    if check:
+        check_targets(cfg, path)
+    return cfg
 
 
 def copy_unless_given(dst, src, keys, given: set[str], prefix: str) -> list[str]:

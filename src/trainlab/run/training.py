@@ -259,7 +259,8 @@ def accept_run(cfg: DictConfig) -> None:
     if rundir.is_global_zero():  # child ranks run rank 0's resolved copy of this config
         saved = Path(cfg.paths.output_dir) / "config.yaml"
         if cfg.get("resume") and saved.is_file():
-            for change in resume_changes(load_run_config(saved), cfg):
+            # compared with the command line, never built: its classes need no check
+            for change in resume_changes(load_run_config(saved, check=False), cfg):
                 log.warning(f"resume: {change} (differs from the run's config.yaml; applies now)")
         if cfg.extras.get("print_config"):
             print_config_tree(cfg)

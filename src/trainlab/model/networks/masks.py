@@ -77,17 +77,27 @@ class MultiBlockMaskGenerator:
             if fixed_shapes < 1:
                 raise ConfigError(f"masks fixed_shapes={fixed_shapes}: give n >= 1, or null")
             self.target_tokens = self._smallest_target()
-            top = self.N - self.target_tokens
             # Spaced geometrically: rounding a batch's K down then loses at most the same
             # fraction of it at every size (a third at n=8 on a 14x14 grid; 0 at K = a count).
-            counts = torch.logspace(math.log10(max(min_keep, 1)), math.log10(top), fixed_shapes)
-            self.context_sizes = counts.floor().int().unique().tolist()  # sorted
+            # Plain floats, not torch: the model may be built on the meta device.
+            low, ratio = max(min_keep, 1), (self.N - self.target_tokens) / max(min_keep, 1)
+            counts = {
+                math.floor(low * ratio ** (i / max(fixed_shapes - 1, 1)) + 1e-9)
+                for i in range(fixed_shapes)
+            }
+            self.context_sizes = sorted(counts)
 
     def _smallest_target(self) -> int:
         """The fewest patches a target block can have: the smallest h * w over a fine grid of
         the scale and aspect ranges (ends included), after rounding to whole patches."""
-        scales = torch.linspace(*self.target_scale, 201).tolist()
-        aspects = torch.linspace(*self.target_aspect, 201).tolist()
+        grid = [i / 200 for i in range(201)]
+        scales = [
+            self.target_scale[0] + (self.target_scale[1] - self.target_scale[0]) * t for t in grid
+        ]
+        aspects = [
+            self.target_aspect[0] + (self.target_aspect[1] - self.target_aspect[0]) * t
+            for t in grid
+        ]
         return min(h * w for s in scales for a in aspects for h, w in [self._block_size(s, a)])
 
     def _block_size(self, scale: float, aspect: float) -> tuple[int, int]:

@@ -1,0 +1,100 @@
+"""A run dir is data: opening a shared one never runs code named in its config.yaml."""
+
+import shutil
+
+import pytest
+from conftest import run_cli, run_in_process
+from omegaconf import OmegaConf
+
+import trainlab.train
+
+JOB = [
+    "trainer.max_epochs=1", "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
+    "model.encoder.depth=1", "test=false", "features.enabled=false",
+    "extras.print_config=false", "run_name=shared",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    logs = tmp_path_factory.mktemp("logs")
+    mp = pytest.MonkeyPatch()
+    try:
+        assert (
+            run_in_process(trainlab.train.main, ["train.py", *JOB, f"paths.log_dir={logs}"], mp)
+            == 0
+        )
+    finally:
+        mp.undo()
+    return logs / "train" / "runs" / "shared"
+
+
+def planted(finished_run, tmp_path, key: str, node: dict):
+    """A copy of the finished run whose config.yaml sets ``key`` to ``node``."""
+    run = tmp_path / "shared"
+    shutil.copytree(finished_run, run)
+    cfg = OmegaConf.load(run / "config.yaml")
+    OmegaConf.update(cfg, key, node, force_add=True, merge=False)
+    OmegaConf.save(cfg, run / "config.yaml")
+    return run
+
+
+PAYLOADS = {  # what each target would do if it were called: touch or truncate ``victim``
+    "builtins.open": lambda victim: {"_target_": "builtins.open", "file": str(victim), "mode": "w"},
+    "os.system": lambda victim: {"_target_": "os.system", "command": f": > {victim}"},
+    "subprocess.run": lambda victim: {"_target_": "subprocess.run", "args": ["truncate", "-s0", str(victim)]},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "target, mode",
+    [("builtins.open", "test"), ("os.system", "features"), ("subprocess.run", "test")],
+)
+def test_eval_refuses_a_planted_target_and_nothing_runs(finished_run, tmp_path, target, mode):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    run = planted(finished_run, tmp_path, "model.encoder", PAYLOADS[target](victim))
+    done = run_cli("eval.py", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}", f"mode={mode}",
+                   f"paths.log_dir={tmp_path / 'eval_logs'}")  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if "model.encoder._target_" in line]
+    assert len(lines) == 1 and target in lines[0]
+    assert victim.read_text() == "precious"
+    assert not list((tmp_path / "eval_logs").glob("*/runs/*"))  # refused before any run dir
+
+
+def test_a_target_in_a_list_or_by_interpolation_is_refused_too(tmp_path):
+    from trainlab.run.allowed_targets import check_targets
+    from trainlab.utils.errors import ConfigError
+
+    listed = OmegaConf.create({"callbacks": [{"_target_": "lightning.pytorch.callbacks.ModelCheckpoint"}, {"_target_": "os.system"}]})  # fmt: skip
+    with pytest.raises(ConfigError, match=r"callbacks\.1\._target_='os\.system'"):
+        check_targets(listed, "config.yaml")
+    hidden = OmegaConf.create({"evil": "posix.system", "model": {"_target_": "${evil}"}})
+    with pytest.raises(ConfigError, match="posix.system"):
+        check_targets(hidden, "config.yaml")
+    ok = OmegaConf.create({"model": {"_target_": "trainlab.model.ijepa.IJEPA", "optimizer": {"_target_": "torch.optim.AdamW"}}})  # fmt: skip
+    check_targets(ok, "config.yaml")
+
+
+def test_every_target_in_configs_is_allowed_and_the_list_is_derived_from_them():
+    from trainlab.run.allowed_targets import allowed_targets, is_allowed
+
+    targets = allowed_targets()
+    assert "torch.optim.AdamW" in targets and "lightning.pytorch.Trainer" in targets
+    assert not any(
+        is_allowed(t) for t in ("builtins.open", "os.system", "subprocess.run", "builtins.eval")
+    )
+
+
+def test_init_from_a_run_with_a_planted_target_is_refused_before_a_run_dir(finished_run, tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    run = planted(finished_run, tmp_path, "model.encoder", PAYLOADS["os.system"](victim))
+    done = run_cli(
+        "train.py", "experiment=linear_probe", f"model.init_from={run / 'checkpoints' / 'last.ckpt'}",
+        f"paths.log_dir={tmp_path / 'logs'}", "trainer.max_epochs=1",
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "os.system" in done.stderr and victim.read_text() == "precious"
+    assert not list((tmp_path / "logs").glob("*/runs/*"))
