@@ -11,12 +11,31 @@ timm's VisionTransformer as well.
 """
 
 import argparse
+import sys
+from pathlib import Path
 
 from trainlab.model.networks.weights import export_target_encoder
+from trainlab.run.run_dir import owning_run
+from trainlab.utils.errors import UserError
+
+
+def check_output(out: Path, force: bool) -> None:
+    """Never into a run dir (only a run writes there), never over a file unless --force."""
+    if (run := owning_run(out)) is not None:
+        raise UserError(f"{out} is inside the run dir {run}: write the export outside run dirs")
+    if out.exists() and not force:
+        raise UserError(f"{out} exists: choose another path, or pass --force to replace it")
+
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("ckpt")
-    parser.add_argument("out", help=".safetensors or .pth")
+    parser.add_argument("out", type=Path, help=".safetensors or .pth")
+    parser.add_argument("--force", action="store_true", help="replace an existing file")
     args = parser.parse_args()
-    print(f"wrote {export_target_encoder(args.ckpt, args.out)}")
+    try:
+        check_output(args.out, args.force)
+        print(f"wrote {export_target_encoder(args.ckpt, args.out)}")
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)

@@ -98,3 +98,66 @@ def test_init_from_a_run_with_a_planted_target_is_refused_before_a_run_dir(finis
     assert done.returncode == 2, done.stderr[-2000:]
     assert "os.system" in done.stderr and victim.read_text() == "precious"
     assert not list((tmp_path / "logs").glob("*/runs/*"))
+
+
+def test_a_full_disk_at_the_last_write_leaves_a_resumable_run_and_a_readable_table(
+    finished_run, tmp_path, monkeypatch, capsys
+):
+    import errno
+    import os
+
+    from trainlab.run import results
+    from trainlab.run.run_dir import guard
+    from trainlab.runs import main as runs_table
+    from trainlab.utils.errors import StorageError
+
+    run = tmp_path / "logs" / "train" / "runs" / "full"
+    shutil.copytree(finished_run, run)
+    (run / "metrics.json").unlink()
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(run / ".metrics.json.partial"))
+
+    monkeypatch.setattr(results.os, "replace", full)
+    with pytest.raises(StorageError, match=r"metrics\.json: No space left.*resume=true"):
+        results.write_metrics_json(run, metrics={"val/loss": 1.0})
+    assert sorted(p.name for p in run.iterdir() if "metrics" in p.name) == []
+    guard(run, resume=True)  # not finished: resume=true may continue it
+    # A metrics.json truncated by an older writer: the table says so, and lists the rest.
+    damaged = tmp_path / "logs" / "train" / "runs" / "damaged"
+    shutil.copytree(finished_run, damaged)
+    (damaged / "metrics.json").write_text("")
+    runs_table([str(tmp_path / "logs"), "--csv", str(tmp_path / "runs.csv")])
+    rows = (tmp_path / "runs.csv").read_text()
+    assert "damaged: JSONDecodeError" in rows and "stopped" in rows
+
+
+def snapshot(run_dir):
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "writer", ["callbacks.last_checkpoint.dirpath={run}/checkpoints", "logger.csv.save_dir={run}"]
+)
+def test_a_writer_pointed_into_a_finished_run_is_refused(finished_run, tmp_path, writer):
+    before = snapshot(finished_run)
+    done = run_cli("train.py", *JOB[:-1], "run_name=other", f"paths.log_dir={tmp_path}",
+                   writer.format(run=finished_run))  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"inside the run dir {finished_run}" in done.stderr
+    assert snapshot(finished_run) == before
+    assert not (tmp_path / "train" / "runs" / "other").exists()
+
+
+def test_export_never_writes_into_a_run_dir_or_over_a_file_without_force(finished_run, tmp_path):
+    ckpt = finished_run / "checkpoints" / "last.ckpt"
+    before = snapshot(finished_run)
+    done = run_cli("scripts/export_encoder.py", str(ckpt), str(ckpt))
+    assert done.returncode == 2 and "inside the run dir" in done.stderr
+    assert snapshot(finished_run) == before
+    out = tmp_path / "encoder.safetensors"
+    out.write_bytes(b"mine")
+    done = run_cli("scripts/export_encoder.py", str(ckpt), str(out))
+    assert done.returncode == 2 and "--force" in done.stderr and out.read_bytes() == b"mine"
+    done = run_cli("scripts/export_encoder.py", str(ckpt), str(out), "--force")
+    assert done.returncode == 0 and out.read_bytes() != b"mine"

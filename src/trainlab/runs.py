@@ -11,7 +11,8 @@ system and without W&B:
 - pruned: a metrics.json that says so (an Optuna trial its pruner stopped early);
 - failed: no metrics.json, and ``train.log`` holds a traceback (run_task writes it there);
 - stopped: neither, but a ``checkpoints/last.ckpt`` to continue from (``resume=true``);
-- incomplete: none of these (still running, or killed before its first checkpoint).
+- incomplete: none of these (still running, or killed before its first checkpoint);
+- damaged: a file the table reads (meta.json, metrics.json) does not parse; the row says why.
 """
 
 import argparse
@@ -26,7 +27,7 @@ from pathlib import Path
 from trainlab.run.console import print_jobs
 from trainlab.run.sweep_summary import read_overrides, swept_keys
 
-STATUSES = ("finished", "pruned", "failed", "stopped", "incomplete")
+STATUSES = ("finished", "pruned", "failed", "stopped", "incomplete", "damaged")
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "=": operator.eq}
 
 
@@ -86,9 +87,19 @@ def read_run(run_dir: Path) -> dict:
     return run
 
 
+def read_or_damaged(run_dir: Path) -> dict:
+    """``read_run``, or a row that says why the run dir cannot be read (a truncated file)."""
+    try:
+        return read_run(run_dir)
+    except (OSError, ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError
+        why = f"{type(e).__name__}: {e}".splitlines()[0][:80]
+        return {"run": str(run_dir), "status": f"damaged: {why}", "overrides": {},
+                "metrics": {}, "optimized": {}, "minutes": None, "checkpoint": None}  # fmt: skip
+
+
 def find_runs(roots: list[Path]) -> list[dict]:
     dirs = sorted({p.parent for root in roots for p in root.rglob("meta.json")})
-    return [read_run(d) for d in dirs]
+    return [read_or_damaged(d) for d in dirs]
 
 
 def parse_where(expression: str):
@@ -150,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     for name, op, value in map(parse_where, args.where):
         runs = [r for r in runs if metric_of(r, name) is not None and op(metric_of(r, name), value)]
     if args.status:
-        runs = [r for r in runs if r["status"] in args.status]
+        runs = [r for r in runs if r["status"].split(":")[0] in args.status]
     metrics = list(dict.fromkeys(args.metrics + ([args.sort] if args.sort else [])))
     if args.sort:  # runs without the metric go last
         valued = [r for r in runs if metric_of(r, args.sort) is not None]

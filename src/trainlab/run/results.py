@@ -2,11 +2,13 @@
 
 import json
 import math
+import os
 from pathlib import Path
 
 from lightning import Trainer
 
 from trainlab.run.console import print_summary
+from trainlab.utils.errors import StorageError
 
 
 def final_metrics(trainer: Trainer) -> dict[str, float]:
@@ -31,8 +33,20 @@ def batch_facts(trainer: Trainer, batch_size: int) -> dict[str, int]:
 
 
 def write_metrics_json(run_dir: Path, **sections) -> Path:
+    """The run's last word, atomically: written beside, then renamed over. A write that fails
+    (a full disk) leaves no metrics.json, so the run is not taken for finished and
+    ``resume=true`` continues it from its last checkpoint."""
     path = run_dir / "metrics.json"
-    path.write_text(json.dumps(sections, indent=2, default=str) + "\n")
+    partial = path.with_name(".metrics.json.partial")
+    try:
+        partial.write_text(json.dumps(sections, indent=2, default=str) + "\n")
+        os.replace(partial, path)
+    except OSError as e:
+        partial.unlink(missing_ok=True)
+        raise StorageError(
+            f"cannot write {path}: {e.strerror}; the run is not marked finished: free space "
+            "there and continue it with resume=true (its checkpoints are unchanged)"
+        ) from e
     return path
 
 

@@ -55,6 +55,41 @@ def guard(run_dir: Path, resume: bool = False) -> None:
         )
 
 
+def owning_run(path: Path, own: Path | None = None) -> Path | None:
+    """The run dir that holds ``path`` (the nearest folder at or above it with the meta.json
+    every run writes at start), unless that is ``own``."""
+    own = own.resolve() if own is not None else None
+    for folder in (path.resolve(), *path.resolve().parents):
+        if folder == own:
+            return None
+        if (folder / "meta.json").is_file():
+            return folder
+    return None
+
+
+def refuse_writes_into_other_runs(cfg: DictConfig) -> None:
+    """One writer per run dir, whatever path a config gives a writer: a callback's
+    ``dirpath`` or a logger's ``save_dir`` inside another run's dir (live or finished) is
+    refused before anything is written."""
+    own = Path(cfg.paths.output_dir)
+    writers = [
+        (f"callbacks.{k}.dirpath", c.get("dirpath"))
+        for k, c in (cfg.get("callbacks") or {}).items()
+        if c
+    ]
+    writers += [
+        (f"logger.{k}.save_dir", c.get("save_dir"))
+        for k, c in (cfg.get("logger") or {}).items()
+        if c
+    ]
+    for key, value in writers:
+        if value and (other := owning_run(Path(value), own)) is not None:
+            raise UserError(
+                f"{key}={value} is inside the run dir {other}: a run writes only into its own "
+                f"dir ({own}); leave {key} at its default"
+            )
+
+
 def _in_use(run_dir: Path, holder) -> UserError:
     holder.seek(0)
     pid = holder.read().strip() or "unknown"

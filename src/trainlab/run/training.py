@@ -255,6 +255,7 @@ def accept_run(cfg: DictConfig) -> None:
     adopt_encoder_shape(cfg, rundir.command_line_overrides())  # a probe: its weights' shape
     check_config(cfg, types=True, values=False)  # the values: trainlab.train, before torch
     check_checkpoints(cfg)
+    rundir.refuse_writes_into_other_runs(cfg)
     refuse_multirun_under_torchrun()
     if rundir.is_global_zero():  # child ranks run rank 0's resolved copy of this config
         saved = Path(cfg.paths.output_dir) / "config.yaml"

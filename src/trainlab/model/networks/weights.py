@@ -4,6 +4,7 @@ Everything is read with ``weights_only=True`` (or safetensors): a weights file f
 internet cannot run code on load.
 """
 
+import os
 import re
 from pathlib import Path
 
@@ -131,10 +132,12 @@ def export_target_encoder(ckpt_path: str | Path, out_path: str | Path) -> Path:
     if not encoder:
         raise UserError(f"{ckpt_path} holds no target_encoder weights")
     out_path = Path(out_path)
+    partial = out_path.with_name(f".{out_path.name}.partial")  # renamed over: never half a file
     if out_path.suffix == ".safetensors":
         from safetensors.torch import save_file
 
-        save_file({k: v.contiguous() for k, v in encoder.items()}, str(out_path))
+        save_file({k: v.contiguous() for k, v in encoder.items()}, str(partial))
     else:
-        torch.save(encoder, out_path)
+        torch.save(encoder, partial)
+    os.replace(partial, out_path)
     return out_path
