@@ -172,3 +172,63 @@ def test_the_median_pruner_stops_a_clearly_worse_trial_after_its_first_epoch(
     assert trainer.current_epoch == (1 if pruned else 4)
     reported = study.trials[trial.number].intermediate_values
     assert reported == pytest.approx({0: value} if pruned else {e: value for e in range(4)})
+
+
+def test_a_re_run_study_does_not_draw_its_first_trials_values_again(tmp_path):
+    """Optuna's samplers restart their random stream in each process: a study continued by
+    a new process drew trial 0's values as its trial 2 (the control below). ``reseed`` moves
+    the stream on by the study's history."""
+    from hydra_plugins.trainlab_optuna.optuna_sweeper import reseed
+
+    space = {"lr": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)}
+
+    def run(processes: int, fix: bool, db: str) -> list[float]:
+        storage = f"sqlite:///{tmp_path / db}"
+        for _ in range(processes):  # each "process": a new sampler from the same seed
+            sampler = optuna.samplers.TPESampler(seed=1234, n_startup_trials=10)
+            study = optuna.create_study(study_name="s", storage=storage, sampler=sampler,
+                                        load_if_exists=True)  # fmt: skip
+            if fix and study.trials:
+                reseed(sampler, "s", len(study.trials))
+            for _ in range(2):
+                trial = study.ask(space)
+                study.tell(trial, trial.params["lr"])
+        return [t.params["lr"] for t in study.trials]
+
+    unfixed, fixed = run(2, False, "unfixed.db"), run(2, True, "fixed.db")
+    assert unfixed[2] == unfixed[0]  # the repeat, as found
+    assert len(set(fixed)) == 4 and fixed[:2] == unfixed[:2]
+    assert run(2, True, "again.db") == fixed  # reproducible: the same history, the same values
+
+
+def trial_checkpointed(tmp_path):
+    return any(tmp_path.glob("train/optuna/*/1/checkpoints/last.ckpt"))
+
+
+@pytest.mark.slow  # two sweeps of 4 short trials: about a minute
+def test_a_trial_stopped_by_sigterm_resumes_from_its_checkpoint_and_counts_once(tmp_path):
+    extra = [
+        "hydra.sweeper.n_trials=4", "hydra.sweeper.pruner=null", "trainer.max_epochs=12",
+        "~hydra.sweeper.params", "+hydra.sweeper.params={model.optimizer.lr:'interval(0.001,0.01)'}",
+    ]  # fmt: skip
+    cmd = [sys.executable, str(ROOT / "train.py"), *SWEEP, *extra, f"paths.log_dir={tmp_path}"]
+    env = {**os.environ, "WANDB_MODE": "offline"}
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    deadline = time.monotonic() + 300
+    while not trial_checkpointed(tmp_path) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(15)  # SIGTERM: pre-emption
+    proc.communicate(timeout=120)
+    out = sweep(tmp_path, extra=extra)
+    (study_dir,) = (tmp_path / "train" / "optuna").iterdir()
+    storage = f"sqlite:///{study_dir / 'optuna.db'}"
+    (summary,) = optuna.get_all_study_summaries(storage)
+    trials = optuna.load_study(study_name=summary.study_name, storage=storage).trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 4, [
+        (t.number, t.state) for t in trials
+    ]
+    assert len({t.params["model.optimizer.lr"] for t in trials}) == 4  # no repeats
+    assert "trial 1 was stopped: it resumes from its last.ckpt" in out
+    assert "resuming from" in (study_dir / "1" / "train.log").read_text()

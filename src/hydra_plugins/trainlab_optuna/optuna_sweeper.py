@@ -9,8 +9,13 @@ its trials never reach the job. This one asks Optuna for a trial, runs it as a H
   ``<studies_dir>/<study name>``. The name is derived from the command (its overrides and the
   search space), so the same command again continues the same study.
 - ``n_trials`` counts the study's finished and pruned trials: a study that has them all runs
-  nothing. A trial that was running when its sweep died (killed, machine lost) is marked
-  failed and run again with the same values. A trial whose job failed stays failed.
+  nothing. A trial that was running when its sweep stopped resumes like a run: from its
+  run dir's last.ckpt (``resume=true``) under its own number, counted once; one with no
+  checkpoint yet (killed at once, machine lost) is marked failed and run again with the same
+  values. A trial whose job failed stays failed.
+- The sampler's random stream is moved on by the study's history (``reseed``): Optuna's
+  samplers restart it in every process, so a re-run study drew its first trials' values
+  again (trial 3 repeated trial 0 exactly).
 - Each trial's run dir is ``<sweep dir>/<trial number>``. The job gets
   ``optuna_trial={storage, study, id}``, which train.py turns into the pruning callback
   (trainlab.callbacks.optuna_pruning).
@@ -18,6 +23,7 @@ its trials never reach the job. This one asks Optuna for a trial, runs it as a H
 
 import hashlib
 import logging
+import signal
 from pathlib import Path
 
 import optuna
@@ -55,6 +61,24 @@ def study_name(fixed: list[str], space: dict) -> str:
     """``optuna_<8 hex>`` from the command's overrides and the search space, in any order."""
     text = "\n".join(sorted(fixed) + sorted(f"{k}: {d!r}" for k, d in space.items()))
     return "optuna_" + hashlib.sha1(text.encode()).hexdigest()[:8]
+
+
+def reseed(sampler, name: str, trials: int) -> None:
+    """Seed ``sampler``'s random streams from the study's name and trial count: the same
+    history gives the same next values (reproducible), a longer one new values. Optuna's own
+    ``reseed_rng`` draws from the OS: no repeats, but no reproducible sweep either."""
+    seed = int(hashlib.sha1(f"{name}:{trials}".encode()).hexdigest()[:8], 16)
+    for part in (sampler, getattr(sampler, "_random_sampler", None)):
+        rng = getattr(getattr(part, "_rng", None), "rng", None)  # numpy RandomState
+        if rng is not None:
+            rng.seed(seed)
+
+
+def stopped_with_checkpoint(run_dir: Path) -> bool:
+    """A trial's run dir that a stop left resumable: a last.ckpt, no metrics.json."""
+    return (run_dir / "checkpoints" / "last.ckpt").is_file() and not (
+        run_dir / "metrics.json"
+    ).exists()
 
 
 class OptunaSweeper(Sweeper):
@@ -102,7 +126,18 @@ class OptunaSweeper(Sweeper):
             direction=self.direction,
             load_if_exists=True,
         )
+        if study.trials and self.sampler is not None:
+            reseed(self.sampler, name, len(study.trials))
         for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if stopped_with_checkpoint(sweep_dir / str(trial.number)):
+                log.warning(f"trial {trial.number} was stopped: it resumes from its last.ckpt")
+                job = [
+                    *fixed,
+                    *self.trial_overrides(trial, storage, name, sweep_dir),
+                    "resume=true",
+                ]
+                self.run_jobs(study, [trial], [job])
+                continue
             study.tell(trial.number, state=TrialState.FAIL)
             study.enqueue_trial(trial.params)
             log.warning(f"trial {trial.number} was interrupted: marked failed, it runs again")
@@ -113,17 +148,28 @@ class OptunaSweeper(Sweeper):
             batch = [study.ask(space) for _ in range(min(self.n_jobs, todo))]
             todo -= len(batch)
             jobs = [[*fixed, *self.trial_overrides(t, storage, name, sweep_dir)] for t in batch]
-            try:  # run dirs are named by trial number: one batch asks consecutive numbers
-                returns = self.launcher.launch(jobs, initial_job_idx=batch[0].number)
-            except BaseException:  # a job that exits (a user error) ends the sweep
-                for trial in batch:
-                    study.tell(trial, state=TrialState.FAIL)
-                raise
-            for trial, ret in zip(batch, returns, strict=True):
-                tell(study, trial, ret)
+            self.run_jobs(study, batch, jobs)
         if study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             best = study.best_trial
             log.info(f"best trial: {best.number} value {best.value:.4g} params {best.params}")
+
+    def run_jobs(self, study: optuna.Study, trials: list, jobs: list[list[str]]) -> None:
+        """Launch one job per trial and tell Optuna each result. A job that exits (a user
+        error, a signal) ends the sweep: its trials fail, except those a stop left
+        resumable, which stay running and resume when the sweep is run again."""
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        try:  # run dirs are named by trial number: one batch asks consecutive numbers
+            returns = self.launcher.launch(jobs, initial_job_idx=trials[0].number)
+        except BaseException as stop:
+            signalled = isinstance(stop, SystemExit) and stop.code in (
+                128 + signal.SIGTERM, 128 + signal.SIGINT, 128 + signal.SIGUSR1
+            )  # fmt: skip
+            for trial in trials:
+                if not (signalled and stopped_with_checkpoint(sweep_dir / str(trial.number))):
+                    study.tell(trial.number, state=TrialState.FAIL)
+            raise
+        for trial, ret in zip(trials, returns, strict=True):
+            tell(study, trial.number, ret)
 
     @staticmethod
     def trial_overrides(trial, storage: str, name: str, sweep_dir: Path) -> list[str]:
@@ -133,17 +179,17 @@ class OptunaSweeper(Sweeper):
         return [*values, f"optuna_trial={where}", f"hydra.sweep.dir='{sweep_dir}'"]
 
 
-def tell(study: optuna.Study, trial: optuna.Trial, ret: JobReturn) -> None:
+def tell(study: optuna.Study, number: int, ret: JobReturn) -> None:
     """Completed with a number, pruned (the job raised TrialPruned), or failed."""
     if ret.status == JobStatus.COMPLETED and ret.return_value is not None:
-        study.tell(trial, float(ret.return_value))
+        study.tell(number, float(ret.return_value))
         return
     try:
         ret.return_value  # noqa: B018 (re-raises the job's exception)
-        log.warning(f"trial {trial.number}: the job returned no optimized_metric; marked failed")
+        log.warning(f"trial {number}: the job returned no optimized_metric; marked failed")
     except optuna.TrialPruned:
-        study.tell(trial, state=TrialState.PRUNED)
+        study.tell(number, state=TrialState.PRUNED)
         return
     except Exception as e:
-        log.warning(f"trial {trial.number} failed: {type(e).__name__}: {e}")
-    study.tell(trial, state=TrialState.FAIL)
+        log.warning(f"trial {number} failed: {type(e).__name__}: {e}")
+    study.tell(number, state=TrialState.FAIL)
