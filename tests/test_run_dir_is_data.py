@@ -161,3 +161,16 @@ def test_export_never_writes_into_a_run_dir_or_over_a_file_without_force(finishe
     assert done.returncode == 2 and "--force" in done.stderr and out.read_bytes() == b"mine"
     done = run_cli("scripts/export_encoder.py", str(ckpt), str(out), "--force")
     assert done.returncode == 0 and out.read_bytes() != b"mine"
+
+
+def test_a_multirun_into_a_finished_sweep_leaves_its_multirun_yaml_unchanged(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    (sweep_dir / "0").mkdir(parents=True)
+    (sweep_dir / "0" / "metrics.json").write_text('{"metrics": {}}\n')
+    (sweep_dir / "multirun.yaml").write_text("the finished sweep's own\n")
+    before = snapshot(sweep_dir)
+    done = run_cli("train.py", "-m", "seed=1,2", f"hydra.sweep.dir={sweep_dir}",
+                   f"paths.log_dir={tmp_path}", *JOB[:-1])  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1].startswith(f"error: sweep dir {sweep_dir}")
+    assert snapshot(sweep_dir) == before
