@@ -18,6 +18,7 @@ from trainlab.bench import (
     masks,
     memory,
     model,
+    optimizer,
     startup,
     step,
     step_profile,
@@ -57,6 +58,7 @@ def main():
     stream_rates = stream.bench()
     collation_rates = collation.bench()
     loader_rates = loader.bench()
+    optimizer_times = optimizer.bench()
     comm_stats = comm.bench()  # last: its 2-process runs would disturb the timings above
     text = f"""# Benchmarks
 
@@ -142,6 +144,9 @@ ViT-Small/16, 224 px (batch 8) on the same machine: the rate the loader has to k
 
 {collation.table(collation_rates)}
 
+## AdamW: torch's default (foreach) against the fused kernel (trainlab/bench/optimizer.py)
+
+{optimizer.markdown(optimizer_times)}
 ## The training loader alone, by data set and workers (trainlab/bench/loader.py)
 
 {loader.markdown(loader_rates, 480.0)}
