@@ -80,6 +80,17 @@ ROWS = [
     ("resume_from=/tmp", "is a directory"),
     ("resume=true resume_from=nowhere.ckpt", "pass one of them"),
     ("model.init_from=/nonexistent/weights.pth.tar", "/nonexistent/weights.pth.tar"),
+    # types the config gives a key, held on the command line (run/override_types.py)
+    ("compile=maybe", "compile takes true or false"),
+    ("test=maybe", "test takes true or false"),
+    ("resume=no", "resume takes true or false"),
+    ("features.baselines=2", "features.baselines takes true or false"),
+    ("seed=1.5", "seed takes an integer"),
+    ("seed=abc", "seed takes an integer"),
+    ("trainer.max_epochs=2.5", "trainer.max_epochs takes an integer"),
+    ("model.optimizer.lr=inf", "model.optimizer.lr takes a finite number"),
+    ("model.optimizer.lr=nan", "model.optimizer.lr takes a finite number"),
+    ("model.var_cov=abc", "model.var_cov takes a number"),
 ]
 
 

@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 from trainlab.run import run_dir as rundir
 from trainlab.run.config_checks import check_config
 from trainlab.run.hydra_errors import one_line_hydra_errors
+from trainlab.run.override_types import check_override_types
 from trainlab.run.overrides import experiment_changes
 from trainlab.run.task import run_task
 from trainlab.utils.logging import get_logger
@@ -23,6 +24,8 @@ CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 
 def train(cfg: DictConfig) -> float | None:
     """Fit (and test) the configured model; return ``cfg.optimized_metric`` for sweepers."""
+    if HydraConfig.initialized():  # not in a child rank, which runs rank 0's checked config
+        check_override_types(cfg, "train", list(HydraConfig.get().overrides.task))
     check_config(cfg, rundir.command_line_overrides(), types=False)
     from trainlab.run.training import train as fit  # torch and Lightning: only now
 
