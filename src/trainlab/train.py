@@ -7,6 +7,7 @@ imported (importing them takes seconds); the run itself is trainlab.run.training
 from pathlib import Path
 
 import hydra
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
@@ -24,7 +25,8 @@ CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 
 def train(cfg: DictConfig) -> float | None:
     """Fit (and test) the configured model; return ``cfg.optimized_metric`` for sweepers."""
-    if HydraConfig.initialized():  # not in a child rank, which runs rank 0's checked config
+    if GlobalHydra.instance().is_initialized():  # from a command line (not a child rank,
+        # which runs rank 0's checked config, nor a test's composed config)
         check_override_types(cfg, "train", list(HydraConfig.get().overrides.task))
     check_config(cfg, rundir.command_line_overrides(), types=False)
     from trainlab.run.training import train as fit  # torch and Lightning: only now
