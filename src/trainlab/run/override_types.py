@@ -7,7 +7,9 @@ int without a word (the yaml files have no schema), so a bool key given ``maybe`
 true, and ``seed=1.5`` ran as seed 1. The type a key expects is the type of its value in the
 config composed without the command line's values (its groups and experiment kept): what the
 yaml files say. Keys whose value there is null, or that the command line adds (``+key``),
-have no type to hold to; their classes' signatures are checked later (config_checks.py).
+have no type to hold to, and null is always taken; their classes' signatures are checked
+later (config_checks.py). So are Lightning's own nodes (LIGHTNING_NODES), whose arguments
+take several types (``trainer.devices=[0,2]``, ``trainer.limit_train_batches=0.5``).
 """
 
 import math
@@ -18,9 +20,14 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from trainlab.utils.errors import ConfigError
 
+LIGHTNING_NODES = ("trainer.", "callbacks.", "logger.", "strategy.", "launcher.")
+
 
 def _expects(base, value) -> str | None:
-    """What ``value`` should be, given the key's configured ``base``; None when it fits."""
+    """What ``value`` should be, given the key's configured ``base``; None when it fits.
+    null always fits: it is how a config turns a setting off (data.global_batch_size=null)."""
+    if value is None:
+        return None
     if isinstance(value, float) and not math.isfinite(value) and isinstance(base, (int, float)):
         return "a finite number"
     if isinstance(base, bool):
@@ -39,7 +46,9 @@ def check_override_types(cfg: DictConfig, config_name: str, task_overrides: list
     values = {}
     for o in parsed:
         key = o.key_or_group
-        if o.is_add() or o.is_delete() or o.is_sweep_override() or key.startswith("hydra."):
+        if o.is_add() or o.is_delete() or o.is_sweep_override():
+            continue
+        if key.startswith(("hydra.", *LIGHTNING_NODES)):
             continue
         if o.is_force_add() or isinstance(OmegaConf.select(cfg, key, default=None), DictConfig):
             continue  # ++key, or a group choice (data=mnist)
