@@ -14,24 +14,18 @@ continues where it stopped.
 import argparse
 import datetime
 import os
-import statistics
 import sys
 from pathlib import Path
 
 import torch
 from ijepa_results import train  # its sibling script: train.py into a cached run dir
+from vicreg_recipe_search import fmt  # mean ± std over seeds
 
 from trainlab.bench import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = {"paper masks": "null", "fixed_shapes=8": "8"}
 KEYS = {"linear": "features/linear_acc", "kNN": "features/knn_acc", "RankMe": "val/rankme"}
-
-
-def fmt(values: list[float]) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.3f}"
-    return f"{statistics.mean(values):.3f} ± {statistics.pstdev(values):.3f}"
 
 
 def main() -> None:
