@@ -174,3 +174,12 @@ def test_a_multirun_into_a_finished_sweep_leaves_its_multirun_yaml_unchanged(tmp
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip().splitlines()[-1].startswith(f"error: sweep dir {sweep_dir}")
     assert snapshot(sweep_dir) == before
+
+
+def test_eval_refuses_a_logger_pointed_into_a_finished_run(finished_run, tmp_path):
+    before = snapshot(finished_run)
+    done = run_cli("eval.py", f"ckpt_path={finished_run / 'checkpoints' / 'last.ckpt'}",
+                   f"paths.log_dir={tmp_path}", f"logger.csv.save_dir={finished_run}")  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"inside the run dir {finished_run}" in done.stderr
+    assert snapshot(finished_run) == before

@@ -33,7 +33,13 @@ from trainlab.run.config_checks import check_config
 from trainlab.run.hydra_errors import one_line_hydra_errors
 from trainlab.run.instantiate import finish_wandb, instantiate_loggers
 from trainlab.run.results import batch_facts, final_metrics, report
-from trainlab.run.run_dir import guard, hold_log_records, is_global_zero, open_run
+from trainlab.run.run_dir import (
+    guard,
+    hold_log_records,
+    is_global_zero,
+    open_run,
+    refuse_writes_into_other_runs,
+)
 from trainlab.run.task import run_task
 from trainlab.train import CONFIGS
 from trainlab.utils.errors import UserError
@@ -148,6 +154,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     train_cfg = train_config_of(ckpt)
     if is_global_zero():
         guard(Path(cfg.paths.output_dir))  # before the checks, as a refused run writes nothing
+        refuse_writes_into_other_runs(cfg)
     # Re-resolve the training run's data/model against this run's paths and config.
     with open_dict(cfg):
         cfg.data, cfg.model = train_cfg.data, train_cfg.model
