@@ -80,6 +80,11 @@ ROWS = [
     ("resume_from=/tmp", "is a directory"),
     ("resume=true resume_from=nowhere.ckpt", "pass one of them"),
     ("model.init_from=/nonexistent/weights.pth.tar", "/nonexistent/weights.pth.tar"),
+    # found by preflight alone (run/preflight.py): the model built, one real batch through it
+    ("data.views=[{},{}]", "the first training batch"),
+    ("model.predictor.num_heads=5", "divisible by num_heads"),
+    ("model.encoder.size=vit_enormous", "model.encoder cannot be built"),
+    ("experiment=digits_classifier model.label_smoothing=1.5", "label_smoothing"),
     # types the config gives a key, held on the command line (run/override_types.py)
     ("compile=maybe", "compile takes true or false"),
     ("test=maybe", "test takes true or false"),

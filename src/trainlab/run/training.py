@@ -43,6 +43,7 @@ from trainlab.run.instantiate import (
     instantiate_strategy,
 )
 from trainlab.run.overrides import resume_changes
+from trainlab.run.preflight import preflight
 from trainlab.run.results import batch_facts, final_metrics, report
 from trainlab.strategy.checks import check_launch
 from trainlab.strategy.launcher import launch_ranks_from_config
@@ -308,6 +309,8 @@ def train(cfg: DictConfig) -> float | None:
     datamodule = hydra.utils.instantiate(cfg.data)
     datamodule.check()  # before the model: a missing data set costs one line, not minutes
     check_launch(cfg)  # before any process starts: devices, precision, strategy, comm hook
+    if rundir.is_global_zero():  # child ranks run rank 0's config, already through it
+        preflight(cfg, datamodule)  # the model built and one real batch through it
     # Only now, with every check passed, is anything written: a refused run leaves no trace.
     run_dir = rundir.open_run(cfg, resume=cfg.get("resume", False))
     trainer, loggers, reporters = build_trainer(cfg, run_dir)
