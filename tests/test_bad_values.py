@@ -81,7 +81,7 @@ ROWS = [
     ("resume=true resume_from=nowhere.ckpt", "pass one of them"),
     ("model.init_from=/nonexistent/weights.pth.tar", "/nonexistent/weights.pth.tar"),
     # found by preflight alone (run/preflight.py): the model built, one real batch through it
-    ("data.views=[{},{}]", "the first training batch"),
+    ("data.views=[{{}},{{}}]", "the first training batch"),  # braces escaped: ROWS are formatted
     ("model.predictor.num_heads=5", "divisible by num_heads"),
     ("model.encoder.size=vit_enormous", "model.encoder cannot be built"),
     ("experiment=digits_classifier model.label_smoothing=1.5", "label_smoothing"),
