@@ -90,15 +90,12 @@ class MultiBlockMaskGenerator:
     def _smallest_target(self) -> int:
         """The fewest patches a target block can have: the smallest h * w over a fine grid of
         the scale and aspect ranges (ends included), after rounding to whole patches."""
-        grid = [i / 200 for i in range(201)]
-        scales = [
-            self.target_scale[0] + (self.target_scale[1] - self.target_scale[0]) * t for t in grid
-        ]
-        aspects = [
-            self.target_aspect[0] + (self.target_aspect[1] - self.target_aspect[0]) * t
-            for t in grid
-        ]
-        return min(h * w for s in scales for a in aspects for h, w in [self._block_size(s, a)])
+        steps = [i / 200 for i in range(201)]
+        (s0, s1), (a0, a1) = self.target_scale, self.target_aspect
+        sizes = (
+            self._block_size(s0 + (s1 - s0) * t, a0 + (a1 - a0) * u) for t in steps for u in steps
+        )
+        return min(h * w for h, w in sizes)
 
     def _block_size(self, scale: float, aspect: float) -> tuple[int, int]:
         h = round(math.sqrt(scale * self.N * aspect))
