@@ -48,7 +48,12 @@ PAYLOADS = {  # what each target would do if it were called: touch or truncate `
 
 @pytest.mark.parametrize(
     "target, mode",
-    [("builtins.open", "test"), ("os.system", "features"), ("subprocess.run", "test")],
+    [
+        ("builtins.open", "test"),
+        # the same refusal by other targets and the other mode: make test-slow (6 s each)
+        pytest.param("os.system", "features", marks=pytest.mark.slow),
+        pytest.param("subprocess.run", "test", marks=pytest.mark.slow),
+    ],
 )
 def test_eval_refuses_a_planted_target_and_nothing_runs(finished_run, tmp_path, target, mode):
     victim = tmp_path / "victim.txt"
