@@ -18,10 +18,12 @@ class SignalAtStep(L.Callback):
         rank: int = 0,
         in_validation: bool = False,
         in_test: bool = False,
+        times: int = 1,
     ):
         self.in_validation = in_validation  # at the start of validation instead of a batch end
         self.in_test = in_test  # at the start of the final test
         self.step, self.signum, self.rank = step, signal.Signals[name], rank
+        self.times = times  # 2: two quick Ctrl-C
         self.sent = False
 
     def on_validation_start(self, trainer, pl_module) -> None:
@@ -39,7 +41,8 @@ class SignalAtStep(L.Callback):
     def _maybe_send(self, trainer) -> None:
         if trainer.global_step == self.step and trainer.global_rank == self.rank and not self.sent:
             self.sent = True
-            os.kill(os.getpid(), self.signum)
+            for _ in range(self.times):
+                os.kill(os.getpid(), self.signum)
 
 
 class RaiseAtStep(L.Callback):

@@ -139,3 +139,17 @@ def test_a_signal_during_the_final_test_says_what_is_saved(tmp_path, monkeypatch
     err = capfd.readouterr().err
     assert "stopped by SIGTERM during the final test" in err and "python eval.py ckpt_path=" in err
     assert (tmp_path / "train" / "runs" / "t" / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_a_second_quick_ctrl_c_exits_130_and_saves_nothing_over_the_checkpoints(tmp_path):
+    env = {"PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), *sys.path])}
+    done = run_cli(
+        "train.py", *JOB, f"paths.log_dir={tmp_path}", "run_name=twice",
+        "+callbacks.stop._target_=signal_at_step.SignalAtStep", "+callbacks.stop.step=3",
+        "+callbacks.stop.name=SIGINT", "+callbacks.stop.times=2", env=env,
+    )  # fmt: skip
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert "stopped by a second Ctrl-C" in done.stderr and "Traceback" not in done.stderr
+    checkpoints = tmp_path / "train" / "runs" / "twice" / "checkpoints"
+    assert not list(checkpoints.glob("on_exception*.ckpt"))
+    assert (checkpoints / "last.ckpt").exists() or list(checkpoints.glob("*.ckpt"))  # step 2's

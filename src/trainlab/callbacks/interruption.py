@@ -57,11 +57,12 @@ class InterruptionCheckpoint(L.Callback):
         self._previous: dict[signal.Signals, object] = {}  # handlers to restore at the end
         self._received = False  # a stop signal reached this process, not yet agreed on
         self._submitit: tuple[signal.Signals, object] | None = None  # its signal and handler
+        self.stopped_at_once = False  # a second Ctrl-C: no checkpoint, exit 130
 
     # -- signals ---------------------------------------------------------------------------
     def on_train_start(self, trainer: L.Trainer, pl_module) -> None:
         # After Lightning registered its handlers: it restores what it found at the end.
-        self.signal, self._received = None, False
+        self.signal, self._received, self.stopped_at_once = None, False, False
         # Replaces Lightning's handler; Lightning restores the original one at teardown.
         signal.signal(signal.SIGTERM, self._on_sigterm)
         env = trainer._accelerator_connector.cluster_environment
@@ -160,6 +161,10 @@ class InterruptionCheckpoint(L.Callback):
     # -- saving ----------------------------------------------------------------------------
     def on_exception(self, trainer: L.Trainer, pl_module, exception: BaseException) -> None:
         self._restore_handlers()  # Lightning calls no teardown hook after an exception
+        if isinstance(exception, KeyboardInterrupt):  # the second Ctrl-C: stop at once
+            self.stopped_at_once = True  # the run then exits 130 (run/training.py)
+            log.info("stopped at once by a second Ctrl-C: nothing saved over the checkpoints")
+            return
         if isinstance(exception, SIGTERMException):
             self.signal = self.signal or signal.SIGTERM
             if trainer.state.fn == "fit":  # during test the model holds the best weights

@@ -227,6 +227,17 @@ def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir
             metrics.update(final_metrics(trainer))
     except SIGTERMException:  # pre-empted: InterruptionCheckpoint saved last.ckpt
         stop_after_signal(trainer, run_dir)
+    except SystemExit:  # Lightning exits 1 after a KeyboardInterrupt (a second Ctrl-C)
+        saver = next((c for c in trainer.callbacks if isinstance(c, InterruptionCheckpoint)), None)
+        if saver is None or not saver.stopped_at_once:
+            raise
+        print(
+            f"stopped by a second Ctrl-C; continue from the last checkpoint with the same "
+            f"command plus run_name={run_dir.name} resume=true",
+            file=sys.stderr,
+            flush=True,
+        )
+        sys.exit(128 + signal.SIGINT)  # 130, as a shell reports a process Ctrl-C stopped
     return metrics, best
 
 
