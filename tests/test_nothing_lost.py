@@ -153,3 +153,18 @@ def test_a_second_quick_ctrl_c_exits_130_and_saves_nothing_over_the_checkpoints(
     checkpoints = tmp_path / "train" / "runs" / "twice" / "checkpoints"
     assert not list(checkpoints.glob("on_exception*.ckpt"))
     assert (checkpoints / "last.ckpt").exists() or list(checkpoints.glob("*.ckpt"))  # step 2's
+
+
+def test_a_fresh_start_after_a_kill_before_any_checkpoint_logs_each_step_once(tmp_path):
+    """SIGKILL at step 2, before its checkpoint (the first): resume=true finds none and
+    starts from step 0; the killed attempt's rows are gone, so each step is logged once."""
+    common = [*JOB, f"paths.log_dir={tmp_path}", "run_name=early"]
+    kill = ["+callbacks.kill._target_=signal_at_step.SignalAtStep", "+callbacks.kill.step=2",
+            "+callbacks.kill.name=SIGKILL"]  # fmt: skip
+    env = {"PYTHONPATH": str(ROOT / "tests")}
+    assert run_cli("train.py", *common, *kill, cwd=tmp_path, env=env).returncode == -signal.SIGKILL
+    run_dir = tmp_path / "train" / "runs" / "early"
+    assert steps_logged(run_dir) and not list(run_dir.glob("checkpoints/*.ckpt"))
+    resumed = run_cli("train.py", *common, "resume=true", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert steps_logged(run_dir) == Counter(range(8))

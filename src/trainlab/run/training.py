@@ -212,8 +212,8 @@ def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir
             if resume_from
             else f"no checkpoint in {run_dir}/checkpoints: starting fresh"
         )
-        if resume_from and trainer.is_global_zero:
-            truncate_logs(trainer, resume_from)
+        if trainer.is_global_zero:  # no checkpoint: the killed attempt's rows all go
+            truncate_logs(trainer, checkpoint_step(resume_from) if resume_from else 0)
     elif cfg.get("resume_from"):
         resume_from = cfg.resume_from
         log.info(f"starting from the training state of {resume_from}")
@@ -241,12 +241,15 @@ def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir
     return metrics, best
 
 
-def truncate_logs(trainer: L.Trainer, checkpoint: Path) -> None:
-    """Drop the rows the run logged after ``checkpoint`` was saved (a kill lands between two
-    checkpoints): the resumed run logs those steps again, and each step stays once."""
+def checkpoint_step(checkpoint: Path) -> int:
     import torch
 
-    step = torch.load(checkpoint, map_location="cpu", mmap=True, weights_only=True)["global_step"]
+    return torch.load(checkpoint, map_location="cpu", mmap=True, weights_only=True)["global_step"]
+
+
+def truncate_logs(trainer: L.Trainer, step: int) -> None:
+    """Drop the rows the run logged from ``step`` on (a kill lands between two checkpoints,
+    or before the first): the resumed run logs those steps again, and each step stays once."""
     for logger in trainer.loggers:
         if hasattr(logger, "truncate_from"):
             logger.truncate_from(step)
