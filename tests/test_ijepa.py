@@ -585,3 +585,32 @@ def test_fixed_shape_masks_compile_once_per_shape_and_then_never_again(tmp_path)
     assert counters["stats"]["unique_graphs"] == graphs > len(set(shapes))
     assert not symbolic
     assert hasattr(model.targets, "_torchdynamo_orig_callable")  # compiled, beside the networks
+
+
+def test_the_memory_estimate_leaves_a_stateful_loss_where_it_was(tmp_path):
+    """MemoryEstimate calls the method's loss at every start: a loss that moves a buffer (a
+    centre, a queue) must find it put back, or a resumed run differs from a straight one."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from trainlab.callbacks.memory_estimate import MemoryEstimate
+
+    model, _ = tiny_ijepa(tmp_path)
+    model.register_buffer("centre", torch.zeros(3))
+    loss = model.loss
+
+    def moving_loss(images, generator):
+        model.centre.add_(1.0)  # what a centring method does inside its loss
+        return loss(images, generator)
+
+    model.loss = moving_loss
+    trainer = SimpleNamespace(
+        strategy=object(), is_global_zero=True,
+        precision_plugin=SimpleNamespace(forward_context=contextlib.nullcontext),
+        datamodule=SimpleNamespace(batch_size=8, views=None),
+    )  # fmt: skip
+    before = {n: b.clone() for n, b in model.named_buffers()}
+    estimate = MemoryEstimate()
+    estimate.on_train_start(trainer, model)
+    assert estimate.estimate["estimated_peak_gib"] > 0
+    assert all(torch.equal(b, before[n]) for n, b in model.named_buffers())

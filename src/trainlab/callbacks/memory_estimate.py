@@ -65,6 +65,10 @@ class MemoryEstimate(Callback):
         # the trainer): the run draws exactly what it would without the estimate.
         attached, pl_module._trainer = pl_module._trainer, None
         cuda = pl_module.device.type == "cuda"
+        # A method's loss may move its own state (DINO's centre, a queue, BatchNorm's
+        # statistics): the probes run on it and it is put back, so a run starts, and resumes,
+        # from exactly the state it would have without the estimate.
+        state = {name: b.detach().clone() for name, b in pl_module.named_buffers()}
         try:
             with torch.random.fork_rng(devices=[pl_module.device] if cuda else []):
                 with trainer.precision_plugin.forward_context():
@@ -76,6 +80,9 @@ class MemoryEstimate(Callback):
                     )
         finally:
             pl_module._trainer = attached
+            with torch.no_grad():
+                for name, buffer in pl_module.named_buffers():
+                    buffer.copy_(state[name])
         (a, b) = self.probe_batches
         per_image = (large - small) / (b - a)
         activations = small + per_image * (batch - a)
