@@ -614,3 +614,13 @@ def test_the_memory_estimate_leaves_a_stateful_loss_where_it_was(tmp_path):
     estimate.on_train_start(trainer, model)
     assert estimate.estimate["estimated_peak_gib"] > 0
     assert all(torch.equal(b, before[n]) for n, b in model.named_buffers())
+
+
+def test_rank_consistency_checksums_the_modules_own_buffers(tmp_path):
+    from trainlab.callbacks.rank_consistency import RankConsistency
+
+    model, _ = tiny_ijepa(tmp_path)
+    assert "own buffers" not in RankConsistency._checksums(model)  # I-JEPA registers none
+    model.register_buffer("centre", torch.full((3,), 0.5))
+    sums = RankConsistency._checksums(model)
+    assert float(sums["own buffers"]) == 1.5 and "encoder" in sums

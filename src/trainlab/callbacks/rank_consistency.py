@@ -4,7 +4,7 @@ DDP keeps replicas identical only if every gradient is all-reduced and every ran
 the same update; a skipped all-reduce (static_graph with accumulation, a comm hook that
 never ran) or a rank-local update (an EMA of unsynchronised weights) breaks that silently.
 This compares a float64 checksum of each top-level submodule's state (parameters and
-persistent buffers) across ranks and records it; for a module that draws masks, also a
+persistent buffers), and of the module's own buffers, across ranks and records it; for a module that draws masks, also a
 checksum of every step's masks, which DDP needs equal on every rank.
 """
 
@@ -28,8 +28,10 @@ class RankConsistency(Callback):
     @staticmethod
     def _checksums(pl_module) -> dict[str, torch.Tensor]:
         """float64 sum of each top-level child's floating state (parameters, buffers such
-        as a kNN feature bank), for the children that have any."""
+        as a kNN feature bank), for the children that have any, and of the module's own
+        buffers (``own buffers``: a centre registered on the LightningModule itself)."""
         states = {name: child.state_dict() for name, child in pl_module.named_children()}
+        states["own buffers"] = dict(pl_module.named_buffers(recurse=False))
         return {
             name: sum(t.double().sum() for t in state.values() if t.is_floating_point())
             for name, state in states.items()
