@@ -141,6 +141,7 @@ def test_a_signal_during_the_final_test_says_what_is_saved(tmp_path, monkeypatch
     assert (tmp_path / "train" / "runs" / "t" / "checkpoints" / "last.ckpt").is_file()
 
 
+@pytest.mark.slow  # make test-slow: train.py runs in subprocesses
 def test_a_second_quick_ctrl_c_exits_130_and_saves_nothing_over_the_checkpoints(tmp_path):
     env = {"PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), *sys.path])}
     done = run_cli(
@@ -155,6 +156,7 @@ def test_a_second_quick_ctrl_c_exits_130_and_saves_nothing_over_the_checkpoints(
     assert (checkpoints / "last.ckpt").exists() or list(checkpoints.glob("*.ckpt"))  # step 2's
 
 
+@pytest.mark.slow  # make test-slow: train.py runs in subprocesses
 def test_a_fresh_start_after_a_kill_before_any_checkpoint_logs_each_step_once(tmp_path):
     """SIGKILL at step 2, before its checkpoint (the first): resume=true finds none and
     starts from step 0; the killed attempt's rows are gone, so each step is logged once."""

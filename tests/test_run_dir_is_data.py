@@ -142,7 +142,11 @@ def snapshot(run_dir):
 
 
 @pytest.mark.parametrize(
-    "writer", ["callbacks.last_checkpoint.dirpath={run}/checkpoints", "logger.csv.save_dir={run}"]
+    "writer",
+    [
+        "callbacks.last_checkpoint.dirpath={run}/checkpoints",
+        pytest.param("logger.csv.save_dir={run}", marks=pytest.mark.slow),  # the same guard
+    ],
 )
 def test_a_writer_pointed_into_a_finished_run_is_refused(finished_run, tmp_path, writer):
     before = snapshot(finished_run)
@@ -154,6 +158,7 @@ def test_a_writer_pointed_into_a_finished_run_is_refused(finished_run, tmp_path,
     assert not (tmp_path / "train" / "runs" / "other").exists()
 
 
+@pytest.mark.slow  # subprocesses: make test-slow
 def test_export_never_writes_into_a_run_dir_or_over_a_file_without_force(finished_run, tmp_path):
     ckpt = finished_run / "checkpoints" / "last.ckpt"
     before = snapshot(finished_run)
@@ -181,6 +186,7 @@ def test_a_multirun_into_a_finished_sweep_leaves_its_multirun_yaml_unchanged(tmp
     assert snapshot(sweep_dir) == before
 
 
+@pytest.mark.slow  # subprocesses: make test-slow
 def test_eval_refuses_a_logger_pointed_into_a_finished_run(finished_run, tmp_path):
     before = snapshot(finished_run)
     done = run_cli("eval.py", f"ckpt_path={finished_run / 'checkpoints' / 'last.ckpt'}",
