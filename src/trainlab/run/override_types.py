@@ -58,7 +58,10 @@ def check_override_types(cfg: DictConfig, config_name: str, task_overrides: list
     if not values:
         return
     kept = [o for o in task_overrides if o not in values.values()]
-    base = compose(config_name=config_name, overrides=kept)
+    try:
+        base = compose(config_name=config_name, overrides=kept)
+    except Exception:  # the command's own config composed; a base without its values need not
+        return
     for key in values:
         if _interpolated(base, key) or _interpolated(cfg, key):
             continue  # no literal type in the yaml (and resolving one may read data)

@@ -43,6 +43,7 @@ def built_model(cfg: DictConfig):
 
 
 def first_batch(datamodule):
+    datamodule.prepare_data()  # what Lightning runs before setup: downloads, where asked
     datamodule.setup("fit")
     loader = DataLoader(datamodule.train_set, batch_size=BATCH, num_workers=0)
     return datamodule.on_after_batch_transfer(next(iter(loader)), 0)
