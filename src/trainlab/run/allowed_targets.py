@@ -1,6 +1,6 @@
 """A config read from disk is data: before it reaches ``hydra.utils.instantiate``, every
-``_target_`` in it must be a class or function that this project's own configs name, or one
-of this package's. Anything else (``builtins.open``, ``os.system``, ``subprocess.run``) is
+``_target_`` in it must be a class or function that this project's own configs name, or a
+class of this package. Anything else (``builtins.open``, ``os.system``, ``subprocess.run``) is
 refused in one line that names the key and the target.
 
 The allow-list is derived from configs/ (every ``_target_`` written there), so a new config
@@ -9,9 +9,11 @@ is the user's own code path and is not checked here: only what comes from a run 
 """
 
 import functools
+import inspect
 import re
 from pathlib import Path
 
+from hydra.utils import get_object
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from trainlab.utils.errors import ConfigError
@@ -30,7 +32,16 @@ def allowed_targets() -> frozenset[str]:
 
 
 def is_allowed(target: str) -> bool:
-    return target.startswith(OWN_PACKAGES) or target in allowed_targets()
+    """Named in configs/, or a class of this package. Not any function of it: one such as
+    ``export_target_encoder(ckpt, out)`` writes wherever its arguments say."""
+    if target in allowed_targets():
+        return True
+    if not target.startswith(OWN_PACKAGES):
+        return False
+    try:
+        return inspect.isclass(get_object(target))  # imports this package's module only
+    except Exception:
+        return False
 
 
 def check_targets(cfg, source: Path | str, key: str = "") -> None:
