@@ -25,8 +25,7 @@ CPU_SITES = {
     "model/networks/masks.py": "masks are drawn on the CPU, then copied without blocking",
     "utils/seeding.py": "per-sample seeds, in the loader",
     "data/sampler.py": "the sampler's order, in the loader",
-    # the finite check's cheap L2 path runs for CPU gradients only; CUDA takes the other
-    "callbacks/non_finite.py": "",
+    "callbacks/non_finite.py": "its L2 shortcut reads only CPU gradients; CUDA's path reads none",
 }
 
 

@@ -82,7 +82,7 @@ def test_a_target_in_a_list_or_by_interpolation_is_refused_too(tmp_path):
     check_targets(ok, "config.yaml")
 
 
-def test_every_target_in_configs_is_allowed_and_the_list_is_derived_from_them():
+def test_the_allow_list_is_derived_from_configs_and_refuses_other_code():
     from trainlab.run.allowed_targets import allowed_targets, is_allowed
 
     targets = allowed_targets()

@@ -1,9 +1,9 @@
 """The I-JEPA training step, same model, batch and masks (so the same token counts), run as:
 a reference-style bare loop (how the official code runs its step), trainlab's step in a
 bare loop and through Lightning, and trainlab's step with torch's default AdamW (foreach, as
-before fused became trainlab's default), torch.compile or bf16 autocast. Every variant does the same work per step: masks, target forward, context
-forward, predictor, loss, AdamW with the per-step schedules, EMA update (through Lightning,
-also the monitors' feature bank).
+before fused became trainlab's default), torch.compile or bf16 autocast. Every variant does
+the same work per step: masks, target forward, context forward, predictor, loss, AdamW with
+the per-step schedules, EMA update (through Lightning, also the monitors' feature bank).
 """
 
 import statistics

@@ -4,7 +4,8 @@ DDP keeps replicas identical only if every gradient is all-reduced and every ran
 the same update; a skipped all-reduce (static_graph with accumulation, a comm hook that
 never ran) or a rank-local update (an EMA of unsynchronised weights) breaks that silently.
 This compares a float64 checksum of each top-level submodule's state (parameters and
-persistent buffers), and of the module's own buffers, across ranks and records it; for a module that draws masks, also a
+persistent buffers), and of the module's own buffers, across ranks and records it; for a
+module that draws masks, also a
 checksum of every step's masks, which DDP needs equal on every rank.
 """
 
