@@ -84,8 +84,9 @@ BENCHMARKS.md's step table on the GPU: the same batch and masks every step in ev
 variant, ViT-H/14 at 224 px, batch 128, predictor 12 x 384, 4 targets, fixed-shape masks
 (experiment=ijepa's settings),
 medians of {REPEATS} repeats of {STEPS} timed steps after {WARMUP} of warm-up, the GPU
-synchronised before each clock reading; float32 rows without TF32 (torch's default). In
-bf16 trainlab keeps torch's fused attention kernel, where the reference writes it out.
+synchronised before each clock reading; bf16 rows only on a GPU (through Lightning: the
+MFU run). In bf16 trainlab keeps torch's fused attention kernel, where the reference writes
+it out.
 
 | variant | samples/s | tokens/s | vs reference-style, same precision (median) | range over repeats |
 |---|---|---|---|---|

@@ -616,6 +616,22 @@ def test_the_memory_estimate_leaves_a_stateful_loss_where_it_was(tmp_path):
     assert all(torch.equal(b, before[n]) for n, b in model.named_buffers())
 
 
+def test_the_memory_estimate_probes_eagerly_under_compile(tmp_path):
+    """Under compile=true the probe's saved-tensor hooks were traced and recompiled 18 times
+    on an H100 (2 minutes before the first step): the probe now adds no graph at all."""
+    from torch._dynamo.utils import counters
+
+    from trainlab.callbacks.memory_estimate import saved_activation_bytes
+    from trainlab.model.compile import compile_networks
+
+    torch._dynamo.reset()
+    model, _ = tiny_ijepa(tmp_path, "model.masks.fixed_shapes=8")
+    compile_networks(model, backend=lambda gm, inputs: gm.forward)
+    before = counters["stats"]["unique_graphs"]
+    assert saved_activation_bytes(model, torch.randn(2, 1, 16, 16)) > 0
+    assert counters["stats"]["unique_graphs"] == before
+
+
 def test_rank_consistency_checksums_the_modules_own_buffers(tmp_path):
     from trainlab.callbacks.rank_consistency import RankConsistency
 

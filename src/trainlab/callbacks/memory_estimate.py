@@ -23,8 +23,8 @@ GIB = 2**30
 
 
 def saved_activation_bytes(module, images: torch.Tensor) -> int:
-    """Bytes of the tensors one ``module.loss`` saves for backward (each storage once; the
-    module's own parameters, which it saves by reference, not counted)."""
+    """Bytes of the tensors one eager ``module.loss`` saves for backward (each storage once;
+    the module's own parameters, which it saves by reference, not counted)."""
     seen = {
         (p.untyped_storage().data_ptr(), p.untyped_storage().nbytes()) for p in module.parameters()
     }
@@ -39,8 +39,12 @@ def saved_activation_bytes(module, images: torch.Tensor) -> int:
             total += key[1]
         return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        module.loss(images, step_generator(0, 0, 0))
+    # Eager also under compile=true (force_eager: torch.compiler.disable leaves explicitly
+    # compiled networks compiled): traced, these hooks recompiled 18 times on an H100, 2
+    # minutes before the first step, and the probe's batch sizes would add graphs of their own.
+    with torch.compiler.set_stance("force_eager"):
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            module.loss(images, step_generator(0, 0, 0))
     return total
 
 
