@@ -83,7 +83,10 @@ ROWS = [
     # found by preflight alone (run/preflight.py): the model built, one real batch through it
     ("data.views=[{{}},{{}}]", "the first training batch"),  # braces escaped: ROWS are formatted
     ("model.predictor.num_heads=5", "divisible by num_heads"),
-    ("model.encoder.size=vit_enormous", "model.encoder cannot be built"),
+    (
+        "model.encoder.size=vit_enormous",
+        "model.encoder.size='vit_enormous' is not valid: input should be 'vit_tiny'",
+    ),
     ("experiment=digits_classifier model.label_smoothing=1.5", "label_smoothing"),
     # types the config gives a key, held on the command line (run/override_types.py)
     ("compile=maybe", "compile takes true or false"),
@@ -96,6 +99,35 @@ ROWS = [
     ("model.optimizer.lr=inf", "model.optimizer.lr takes a finite number"),
     ("model.optimizer.lr=nan", "model.optimizer.lr takes a finite number"),
     ("model.var_cov=abc", "model.var_cov takes a number"),
+    # ranges declared in the constructors' signatures (trainlab.utils.ranges), via pydantic
+    ("model.var_cov=-1", "model.var_cov=-1 is not valid"),
+    ("model.sigreg=-1", "model.sigreg=-1 is not valid"),
+    ("experiment=vicreg_digits model.invariance=-1", "model.invariance=-1 is not valid"),
+    ("experiment=vae_digits model.beta=-1", "model.beta=-1 is not valid"),
+    ("experiment=vae_digits model.free_bits=-1", "model.free_bits=-1 is not valid"),
+    ("model.target_layers=0", "model.target_layers=0 is not valid"),
+    ("experiment=digits_classifier model.layer_decay=0", "model.layer_decay=0 is not valid"),
+    ("model.lr=[1e-4,1e-3]", "model.lr=[0.0001, 0.001] is not valid"),
+    ("model.lr=[1e-4,inf,1e-6]", "finite number (item [1])"),
+    ("data.in_chans=0", "data.in_chans=0 is not valid"),
+    ("model.predictor.pred_dim=0", "model.predictor.pred_dim=0 is not valid"),
+    ("data.test_fraction=0", "data.test_fraction=0 is not valid"),
+    ("data.test_fraction=1.5", "data.test_fraction=1.5 is not valid"),
+    # rules across keys, and keys of classes trainlab does not own
+    ("trainer.min_epochs=5 trainer.max_epochs=1", "trainer.min_epochs=5 is above"),
+    ("trainer.gradient_clip_val=-1", "trainer.gradient_clip_val"),
+    ("lr_scaling.reference_batch=0", "lr_scaling.reference_batch"),
+    (
+        "experiment=vicreg_digits data.views=[{{}},{{}},{{}}]",
+        "VICReg reads 2 views an image, not 3",
+    ),
+    # the optimizer, the callbacks and the Trainer built in preflight: their own checks
+    ("model.optimizer.betas=[0.9,1.5]", "model.optimizer cannot be built"),
+    ("trainer.devices=0", "trainer cannot be built"),
+    ("trainer.num_nodes=0", "trainer cannot be built"),
+    ("callbacks.model_checkpoint.save_top_k=-2", "callbacks.model_checkpoint cannot be built"),
+    ("callbacks.model_checkpoint.mode=maximum", "callbacks.model_checkpoint cannot be built"),
+    ("experiment=digits_classifier data.num_classes=5", "Target"),
 ]
 
 

@@ -40,17 +40,13 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from trainlab.utils.errors import DataError
 from trainlab.utils.logging import get_logger
+from trainlab.utils.ranges import Count
 
 log = get_logger(__name__)
 
 
 class InterruptionCheckpoint(L.Callback):
-    def __init__(self, dirpath: str, agree_every_n_batches: int = 10):
-        if agree_every_n_batches < 1:
-            raise ValueError(
-                f"agree_every_n_batches must be >= 1, not {agree_every_n_batches}: set "
-                "callbacks.interruption.agree_every_n_batches=10"
-            )
+    def __init__(self, dirpath: str, agree_every_n_batches: Count = 10):
         self.dirpath = Path(dirpath)
         self.agree_every_n_batches = agree_every_n_batches
         self.signal: signal.Signals | None = None  # the signal that stopped the run, if one did

@@ -16,6 +16,7 @@ from trainlab.data.low_shot import class_balanced_subset
 from trainlab.data.sampler import SeededSampler
 from trainlab.data.transforms import DeviceNormalisation, MultiView, build_transform, build_view
 from trainlab.utils.errors import DataError
+from trainlab.utils.ranges import Bounds, Count, NonNegativeInt, OpenFraction, PositiveFraction
 from trainlab.utils.seeding import call_seeded, run_seed
 
 
@@ -53,23 +54,23 @@ class ImageDataModule(L.LightningDataModule):
     def __init__(
         self,
         root: str = "data",
-        image_size: int = 32,
-        in_chans: int = 3,
-        num_classes: int = 10,
+        image_size: Count = 32,
+        in_chans: Count = 3,
+        num_classes: Count = 10,
         mean: Sequence[float] = (0.5,),
         std: Sequence[float] = (0.5,),
-        batch_size: int = 64,
-        global_batch_size: int | None = None,
-        eval_batch_size: int | None = None,
-        num_workers: int = 0,
+        batch_size: Count = 64,
+        global_batch_size: Count | None = None,
+        eval_batch_size: Count | None = None,
+        num_workers: NonNegativeInt = 0,
         pin_memory: bool = False,
         persistent_workers: bool = False,
         drop_last: bool = True,
-        val_fraction: float = 0.1,
-        seed: int = 0,
-        crop_scale: Sequence[float] | None = None,
+        val_fraction: OpenFraction = 0.1,
+        seed: NonNegativeInt = 0,
+        crop_scale: Bounds | None = None,
         hflip: bool = False,
-        train_fraction: float = 1.0,
+        train_fraction: PositiveFraction = 1.0,
         uint8_batches: bool = True,
         views: Sequence[dict] | None = None,
     ):

@@ -8,12 +8,13 @@ from sklearn.datasets import load_digits
 from torch.utils.data import TensorDataset, random_split
 
 from trainlab.data.base import ImageDataModule
+from trainlab.utils.ranges import OpenFraction
 
 
 class DigitsDataModule(ImageDataModule):
     name = "digits"
 
-    def __init__(self, test_fraction: float = 0.2, **kwargs):
+    def __init__(self, test_fraction: OpenFraction = 0.2, **kwargs):
         kwargs.setdefault("in_chans", 1)
         kwargs.setdefault("num_classes", 10)
         super().__init__(**kwargs)

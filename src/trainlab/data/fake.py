@@ -3,12 +3,13 @@
 from torchvision.datasets import FakeData
 
 from trainlab.data.base import ImageDataModule
+from trainlab.utils.ranges import Count
 
 
 class FakeDataModule(ImageDataModule):
     name = "fake"
 
-    def __init__(self, train_size: int = 256, test_size: int = 64, **kwargs):
+    def __init__(self, train_size: Count = 256, test_size: Count = 64, **kwargs):
         super().__init__(**kwargs)
         self.train_size, self.test_size = train_size, test_size
 

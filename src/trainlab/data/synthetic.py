@@ -14,6 +14,7 @@ from torchvision.transforms import v2
 
 from trainlab.data.base import ImageDataModule
 from trainlab.data.transforms import normalisation
+from trainlab.utils.ranges import Count
 
 
 class SyntheticImages(Dataset):
@@ -36,7 +37,7 @@ class SyntheticImages(Dataset):
 class SyntheticDataModule(ImageDataModule):
     name = "synthetic"
 
-    def __init__(self, train_size: int = 256, test_size: int = 64, pool: int = 64, **kwargs):
+    def __init__(self, train_size: Count = 256, test_size: Count = 64, pool: Count = 64, **kwargs):
         super().__init__(**kwargs)
         self.train_size, self.test_size, self.pool = train_size, test_size, pool
 

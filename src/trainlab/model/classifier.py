@@ -2,10 +2,12 @@
 encoders (with ``networks.encoder_classifier.EncoderClassifier`` as the network)."""
 
 from functools import partial
+from typing import Annotated
 
 import lightning as L
 import torch
 import torch.nn.functional as F
+from annotated_types import Interval
 from torch import nn
 from torchmetrics import MaxMetric, MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
@@ -14,6 +16,7 @@ from torchvision.transforms import v2
 from trainlab.optim.fused import fused_by_default
 from trainlab.optim.param_groups import layer_decay_groups
 from trainlab.optim.schedules import warmup_cosine, warmup_steps
+from trainlab.utils.ranges import Count, NonNegative, PositiveFraction
 
 
 class Classifier(L.LightningModule):
@@ -39,14 +42,14 @@ class Classifier(L.LightningModule):
     def __init__(
         self,
         net: nn.Module,
-        num_classes: int,
+        num_classes: Count,
         optimizer,
         scheduler=None,
-        label_smoothing: float = 0.0,
-        mixup_alpha: float = 0.0,
-        cutmix_alpha: float = 0.0,
-        layer_decay: float = 1.0,
-        warmup_epochs: float = 0.0,
+        label_smoothing: Annotated[float, Interval(ge=0, lt=1)] = 0.0,
+        mixup_alpha: NonNegative = 0.0,
+        cutmix_alpha: NonNegative = 0.0,
+        layer_decay: PositiveFraction = 1.0,
+        warmup_epochs: NonNegative = 0.0,
         init_from: str | None = None,
     ):
         super().__init__()

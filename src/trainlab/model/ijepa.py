@@ -16,6 +16,14 @@ from trainlab.model.networks.view_jitter import random_affine
 from trainlab.model.networks.vit import ViTEncoder, gather_tokens
 from trainlab.model.networks.weights import ijepa_parts, load_into, read_state
 from trainlab.model.self_supervised import SelfSupervised
+from trainlab.utils.ranges import (
+    Count,
+    DecaySchedule,
+    EmaSchedule,
+    LrSchedule,
+    NonNegative,
+    ScheduleScale,
+)
 
 LOSSES = {"smooth_l1": F.smooth_l1_loss, "l1": F.l1_loss, "l2": F.mse_loss}
 
@@ -90,22 +98,22 @@ class IJEPA(SelfSupervised):
         predictor,
         masks,
         optimizer,
-        num_classes: int,
-        lr: tuple = (2e-4, 1e-3, 1e-6),
-        warmup_epochs: float = 40,
-        weight_decay: tuple = (0.04, 0.4),
-        ema: tuple = (0.996, 1.0),
+        num_classes: Count,
+        lr: LrSchedule = (2e-4, 1e-3, 1e-6),
+        warmup_epochs: NonNegative = 40,
+        weight_decay: DecaySchedule = (0.04, 0.4),
+        ema: EmaSchedule = (0.996, 1.0),
         loss: Literal["smooth_l1", "l1", "l2"] = "smooth_l1",
-        target_layers: int = 1,
+        target_layers: Count = 1,
         target_norm: Literal["layer", "channel", "none"] = "layer",
-        var_cov: float = 0.0,
-        sigreg: float = 0.0,
-        invariance: float = 0.0,
+        var_cov: NonNegative = 0.0,
+        sigreg: NonNegative = 0.0,
+        invariance: NonNegative = 0.0,
         context_jitter: dict | None = None,
-        probe_weight_decay: float = 1e-5,
-        knn_k: int = 20,
-        bank_size: int = 4096,
-        schedule_scale: float = 1.0,
+        probe_weight_decay: NonNegative = 1e-5,
+        knn_k: Count = 20,
+        bank_size: Count = 4096,
+        schedule_scale: ScheduleScale = 1.0,
         init_from: str | None = None,
     ):
         # Built before the base's online probe: the order of random initialisations is part

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from trainlab.model.networks.mae import patchify, random_masks
 from trainlab.model.networks.vit import ViTEncoder, gather_tokens
 from trainlab.model.self_supervised import SelfSupervised
+from trainlab.utils.ranges import Count, DecaySchedule, LrSchedule, NonNegative, OpenFraction
 
 
 class MAE(SelfSupervised):
@@ -24,15 +25,15 @@ class MAE(SelfSupervised):
         encoder: ViTEncoder,
         decoder,
         optimizer,
-        num_classes: int,
-        mask_ratio: float = 0.75,
+        num_classes: Count,
+        mask_ratio: OpenFraction = 0.75,
         norm_pix_loss: bool = True,
-        lr: tuple = (0.0, 1.5e-4, 0.0),
-        warmup_epochs: float = 40,
-        weight_decay: tuple = (0.05, 0.05),
-        probe_weight_decay: float = 1e-5,
-        knn_k: int = 20,
-        bank_size: int = 4096,
+        lr: LrSchedule = (0.0, 1.5e-4, 0.0),
+        warmup_epochs: NonNegative = 40,
+        weight_decay: DecaySchedule = (0.05, 0.05),
+        probe_weight_decay: NonNegative = 1e-5,
+        knn_k: Count = 20,
+        bank_size: Count = 4096,
     ):
         super().__init__(
             encoder, optimizer, num_classes, lr, warmup_epochs, weight_decay, None,

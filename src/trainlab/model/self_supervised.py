@@ -34,6 +34,14 @@ from trainlab.model.networks.online_eval import OnlineEvaluator
 from trainlab.optim.fused import fused_by_default
 from trainlab.optim.param_groups import decay_groups
 from trainlab.optim.schedules import cosine, linear, warmup_cosine, warmup_steps
+from trainlab.utils.ranges import (
+    Count,
+    DecaySchedule,
+    EmaSchedule,
+    LrSchedule,
+    NonNegative,
+    ScheduleScale,
+)
 from trainlab.utils.seeding import run_seed
 
 
@@ -63,15 +71,15 @@ class SelfSupervised(L.LightningModule):
         self,
         encoder: torch.nn.Module,
         optimizer,
-        num_classes: int,
-        lr: tuple = (2e-4, 1e-3, 1e-6),
-        warmup_epochs: float = 40,
-        weight_decay: tuple = (0.04, 0.4),
-        ema: tuple | None = None,
-        probe_weight_decay: float = 1e-5,
-        knn_k: int = 20,
-        bank_size: int = 4096,
-        schedule_scale: float = 1.0,
+        num_classes: Count,
+        lr: LrSchedule = (2e-4, 1e-3, 1e-6),
+        warmup_epochs: NonNegative = 40,
+        weight_decay: DecaySchedule = (0.04, 0.4),
+        ema: EmaSchedule | None = None,
+        probe_weight_decay: NonNegative = 1e-5,
+        knn_k: Count = 20,
+        bank_size: Count = 4096,
+        schedule_scale: ScheduleScale = 1.0,
     ):
         super().__init__()
         # Collects the subclass's arguments too (Lightning walks the __init__ frames).

@@ -13,6 +13,7 @@ from torchmetrics import MeanMetric
 
 from trainlab.model.networks.vae import VAENet
 from trainlab.optim.fused import fused_by_default
+from trainlab.utils.ranges import NonNegative, NonNegativeInt
 
 EVAL_SEED = 1234  # fixes the binarisation / dequantisation noise of evaluation batches
 
@@ -36,11 +37,11 @@ class VAE(L.LightningModule):
         self,
         net: VAENet,
         optimizer,
-        beta: float = 1.0,
-        kl_warmup_steps: int = 0,
-        free_bits: float = 0.0,
-        val_importance_samples: int = 0,
-        test_importance_samples: int = 100,
+        beta: NonNegative = 1.0,
+        kl_warmup_steps: NonNegativeInt = 0,
+        free_bits: NonNegative = 0.0,
+        val_importance_samples: NonNegativeInt = 0,
+        test_importance_samples: NonNegativeInt = 100,
     ):
         super().__init__()
         self.save_hyperparameters(logger=False, ignore=["net", "optimizer"])

@@ -8,6 +8,7 @@ from trainlab.model.networks.gather import gather_batch
 from trainlab.model.networks.vicreg import vicreg_terms
 from trainlab.model.networks.vit import ViTEncoder
 from trainlab.model.self_supervised import SelfSupervised
+from trainlab.utils.ranges import Count, DecaySchedule, LrSchedule, NonNegative, ScheduleScale
 
 
 class VICReg(SelfSupervised):
@@ -23,17 +24,17 @@ class VICReg(SelfSupervised):
         encoder: ViTEncoder,
         expander,
         optimizer,
-        num_classes: int,
-        invariance: float = 25.0,
-        variance: float = 25.0,
-        covariance: float = 1.0,
-        lr: tuple = (0.0, 1e-3, 1e-6),
-        warmup_epochs: float = 2,
-        weight_decay: tuple = (0.05, 0.05),
-        probe_weight_decay: float = 1e-5,
-        knn_k: int = 20,
-        bank_size: int = 4096,
-        schedule_scale: float = 1.0,
+        num_classes: Count,
+        invariance: NonNegative = 25.0,
+        variance: NonNegative = 25.0,
+        covariance: NonNegative = 1.0,
+        lr: LrSchedule = (0.0, 1e-3, 1e-6),
+        warmup_epochs: NonNegative = 2,
+        weight_decay: DecaySchedule = (0.05, 0.05),
+        probe_weight_decay: NonNegative = 1e-5,
+        knn_k: Count = 20,
+        bank_size: Count = 4096,
+        schedule_scale: ScheduleScale = 1.0,
     ):
         super().__init__(
             encoder, optimizer, num_classes, lr, warmup_epochs, weight_decay, None,
@@ -42,8 +43,11 @@ class VICReg(SelfSupervised):
         self.expander = expander(in_dim=encoder.embed_dim)
 
     def loss(self, views, generator: torch.Generator):
-        if not isinstance(views, list) or len(views) < 2:
-            raise ValueError("VICReg reads 2 views an image: set data.views to two recipes")
+        if not isinstance(views, list) or len(views) != 2:
+            got = len(views) if isinstance(views, list) else "no"
+            raise ValueError(
+                f"VICReg reads 2 views an image, not {got}: give data.views two recipes"
+            )
         layers = self.encoder.pooled_layers(views[0], self.monitored_blocks)
         features = torch.cat(layers, dim=1)
         z1 = gather_batch(self.expander(layers[-1]))  # the last block, after the final norm

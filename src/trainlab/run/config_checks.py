@@ -5,48 +5,53 @@ type for a class's argument (``trainer.max_epochs=ten``), because the config has
 the schema is the signature of each ``_target_``, so that is what is checked here.
 """
 
+import functools
 import inspect
 import types
 import typing
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from hydra.utils import get_object
 from omegaconf import DictConfig, ListConfig, OmegaConf
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from trainlab.utils.errors import ConfigError
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
 
-_SIMPLE = (bool, int, float, str, type(None))
+# Finite numbers everywhere (inf/nan is never a setting); classes as annotations checked by
+# isinstance (a value given for them is then a nested _target_ node, checked on its own).
+_PYDANTIC = ConfigDict(allow_inf_nan=False, arbitrary_types_allowed=True)
 
 
-def _accepts(annotation: Any, value: Any) -> bool | None:
-    """True/False when the annotation is simple enough to judge, None when it is not."""
-    origin = typing.get_origin(annotation)
-    if origin is Literal:
-        return value in typing.get_args(annotation)
-    if origin in (Union, types.UnionType):
-        verdicts = [_accepts(arg, value) for arg in typing.get_args(annotation)]
-        if any(v is True for v in verdicts):
-            return True
-        return False if all(v is False for v in verdicts) else None
-    if annotation is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if annotation in _SIMPLE:
-        return isinstance(value, annotation)
-    return None
+@functools.cache
+def _adapter(annotation: Any) -> TypeAdapter | None:
+    """pydantic's validator for one annotation; None where pydantic cannot build one."""
+    try:
+        return TypeAdapter(annotation, config=_PYDANTIC)
+    except Exception:  # a forward reference, a protocol: nothing to validate against
+        return None
 
 
 def _describe(annotation: Any) -> str:
-    origin = typing.get_origin(annotation)
+    """An annotation as a reader writes it: ``tuple[float >= 0, float > 0, float >= 0]``."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Annotated:
+        bounds = [
+            f"{op} {getattr(m, name)}"
+            for m in args[1:]
+            for name, op in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
+            if getattr(m, name, None) is not None
+        ]
+        return " ".join([_describe(args[0]), " and ".join(bounds)]).strip()
     if origin is Literal:
-        return f"one of {list(typing.get_args(annotation))}"
+        return f"one of {list(args)}"
     if origin in (Union, types.UnionType):
-        return " or ".join(_describe(arg) for arg in typing.get_args(annotation))
+        return " or ".join(_describe(arg) for arg in args)
+    if origin in (tuple, list):
+        return f"{origin.__name__}[{', '.join(_describe(a) for a in args if a is not ...)}]"
     return "null" if annotation is type(None) else getattr(annotation, "__name__", str(annotation))
 
 
@@ -61,7 +66,7 @@ def _hints(target: str) -> dict[str, Any]:
     hints: dict[str, Any] = {}
     for fn in fns:
         try:
-            hints.update(typing.get_type_hints(fn))
+            hints.update(typing.get_type_hints(fn, include_extras=True))
         except Exception:  # unresolvable annotations: nothing to check against
             pass
     return hints
@@ -80,50 +85,63 @@ def _dict_nodes(cfg: Any, path: str):
             yield from _dict_nodes(cfg._get_node(key), f"{path}.{key}")
 
 
+def _has_target(value: Any) -> bool:
+    if isinstance(value, dict):
+        return "_target_" in value or any(map(_has_target, value.values()))
+    return isinstance(value, list) and any(map(_has_target, value))
+
+
 def check_types(node: DictConfig, path: str) -> None:
-    """Raise ConfigError for a value whose type the node's ``_target_`` cannot take."""
+    """Raise ConfigError for a value that the node's ``_target_`` signature refuses: its
+    type, or the range its annotation declares (trainlab.utils.ranges), via pydantic."""
     hints = _hints(node["_target_"]) if "_target_" in node else {}
     for key in node:
-        value = node[key]
-        if key in hints and _accepts(hints[key], value) is False:
+        adapter = _adapter(hints[key]) if key in hints else None
+        if adapter is None:
+            continue
+        try:
+            value = node[key]
+            if isinstance(value, (DictConfig, ListConfig)):
+                value = OmegaConf.to_container(value, resolve=True)
+        except Exception:  # an interpolation that only the run can resolve
+            continue
+        if _has_target(value):
+            continue  # a nested object: its own node is checked
+        try:
+            adapter.validate_python(value)
+        except ValidationError as e:
+            error = e.errors()[0]
+            where = "".join(f"[{i}]" for i in error["loc"])
+            takes = f"; {node['_target_'].rsplit('.', 1)[-1]} takes {_describe(hints[key])}"
             raise ConfigError(
-                f"{path}.{key}={value!r} is not valid: {node['_target_']} expects "
-                f"{_describe(hints[key])}"
-            )
+                f"{path}.{key}={value!r} is not valid: {error['msg'][0].lower()}"
+                f"{error['msg'][1:]}{f' (item {where})' if where else ''}"
+                + ("" if typing.get_origin(hints[key]) is Literal else takes)  # choices listed
+            ) from None
 
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-# Ranges by key, wherever the key appears (a model, its optimizer, the trainer, the data):
-# (test, what the value must be). Lists are checked item by item.
+# Ranges by key, wherever the key appears, for the classes trainlab does not own (the
+# Trainer, torch's optimizers: their signatures declare no ranges) and for keys that are no
+# class's argument; trainlab's own classes declare theirs (trainlab.utils.ranges), checked by
+# check_types. These run in train.py's light entry, in under a second. (test, what the value
+# must be); lists are checked item by item.
 RANGES = {
     "lr": (lambda v: v > 0, "above 0 (the peak learning rate)"),
-    "patch_size": (lambda v: v >= 1, "at least 1"),
-    "image_size": (lambda v: v >= 1, "at least 1"),
-    "img_size": (lambda v: v >= 1, "at least 1 (data.image_size)"),
-    "num_targets": (lambda v: v >= 1, "at least 1 target block"),
-    "min_keep": (lambda v: v >= 1, "at least 1"),
-    "depth": (lambda v: v >= 1, "at least 1 block"),
     "accumulate_grad_batches": (lambda v: v >= 1, "at least 1 (1: no accumulation)"),
     "check_val_every_n_epoch": (lambda v: v >= 1, "at least 1 (or null with val_check_interval)"),
     "log_every_n_steps": (lambda v: v >= 1, "at least 1"),
-    "warmup_epochs": (lambda v: v >= 0, "0 or more"),
     "weight_decay": (lambda v: v >= 0, "0 or more"),
-    "num_workers": (lambda v: v >= 0, "0 or more"),
     "momentum": (lambda v: 0 <= v <= 1, "in [0, 1]"),
-    "ema": (lambda v: 0 <= v <= 1, "in [0, 1] (EMA momentum)"),
-    "drop_path_rate": (lambda v: 0 <= v < 1, "in [0, 1)"),
-    "mask_ratio": (lambda v: 0 < v < 1, "in (0, 1)"),
-    "bank_size": (lambda v: v >= 1, "at least 1"),
-    "knn_k": (lambda v: v >= 1, "at least 1 neighbour"),
-    "val_fraction": (lambda v: 0 < v < 1, "in (0, 1)"),
-    "train_fraction": (lambda v: 0 < v <= 1, "in (0, 1]"),
     "max_epochs": (lambda v: v >= -1, "-1 (no limit) or more"),
+    "min_epochs": (lambda v: v >= 0, "0 or more"),
+    "gradient_clip_val": (lambda v: v >= 0, "0 or more (0 or null: no clipping)"),
+    "reference_batch": (lambda v: v >= 1, "at least 1 (the batch the learning rates are for)"),
     "train_per_class": (lambda v: v >= 1, "at least 1 (or null: all)"),
     "eval_per_class": (lambda v: v >= 1, "at least 1 (or null: all)"),
-    "agree_every_n_batches": (lambda v: v >= 1, "at least 1"),
 }
 # [low, high] ranges: low <= high, and each bound in its interval.
 INTERVALS = {
@@ -179,8 +197,8 @@ def _plain(value: Any) -> Any:
 
 def check_values(node: DictConfig, path: str) -> None:
     """Values of the right type that cannot work, found here rather than deep in a model or
-    a DataLoader: a patch size that does not divide the image, a batch size below 1, schedules
-    that end before the run."""
+    a DataLoader: a patch size that does not divide the image, schedules that end before the
+    run."""
     image, patch = node.get("img_size"), node.get("patch_size")
     if isinstance(image, int) and isinstance(patch, int) and patch > 0 and image % patch:
         raise ConfigError(
@@ -194,10 +212,6 @@ def check_values(node: DictConfig, path: str) -> None:
             f"{path}.schedule_scale={scale} would end the schedules before the run: use 1 "
             "(they end with the run) or more (the run stops before they end)"
         )
-    for key in ("batch_size", "eval_batch_size", "global_batch_size"):
-        value = node.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
-            raise ConfigError(f"{path}.{key}={value} must be at least 1")
 
 
 def check_config(
@@ -210,12 +224,12 @@ def check_config(
     for key in cfg:
         if key == "hydra" or not isinstance(cfg._get_node(key), DictConfig):
             continue  # Hydra's own node (validated by Hydra), and root values
-        for path, node in _dict_nodes(cfg._get_node(key), str(key)):
-            if types:
-                check_types(node, path)
-            if values:
-                check_ranges(node, path)
-                check_values(node, path)
+        nodes = list(_dict_nodes(cfg._get_node(key), str(key)))
+        for path, node in nodes if values else ():  # first: their messages say more
+            check_ranges(node, path)
+            check_values(node, path)
+        for path, node in nodes if types else ():
+            check_types(node, path)
     if not values:
         return
     seed = cfg.get("seed")
@@ -230,6 +244,12 @@ def check_config(
                     f"data.{key} has {len(value)} values for data.in_chans={data.in_chans} "
                     f"channels: give {data.in_chans} values (or 1 for all)"
                 )
+    low, high = cfg.trainer.get("min_epochs"), cfg.trainer.get("max_epochs")
+    if _number(low) and _number(high) and high >= 0 and low > high:
+        raise ConfigError(
+            f"trainer.min_epochs={low} is above trainer.max_epochs={high}: the run could "
+            "never stop; lower trainer.min_epochs or raise trainer.max_epochs"
+        )
     check_batch_overrides(cfg, typed)
     check_resume_from(cfg)
     warn_unvalidated_epochs(cfg)

@@ -10,6 +10,7 @@ goes through the method's loss in eval mode without gradients: no step, no state
 changed. Its cost is one extra model build and a two-image forward (results: README).
 """
 
+import logging
 import time
 import warnings
 
@@ -26,20 +27,6 @@ from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
 BATCH = 2
-
-
-def built_model(cfg: DictConfig):
-    try:
-        return hydra.utils.instantiate(cfg.model)
-    except InstantiationException as e:
-        cause = e.__cause__ or e
-        if isinstance(cause, UserError):
-            raise cause from None
-        # Hydra's message ends in "full_key: model.predictor": the node that failed.
-        key = one_line(e).removeprefix("full_key: ") if "full_key:" in str(e) else "model"
-        raise ConfigError(
-            f"{key} cannot be built: {type(cause).__name__}: {one_line(cause)}"
-        ) from e
 
 
 def first_batch(datamodule):
@@ -59,13 +46,64 @@ def one_step(model, batch, seed: int) -> None:
             model.training_step(batch, 0)
 
 
+def built(key: str, node: DictConfig, **kwargs):
+    """``node`` instantiated; its constructor's own argument checks (Lightning's, torch's)
+    as one line naming ``key``, or the nested node that failed."""
+    try:
+        return hydra.utils.instantiate(node, **kwargs)
+    except Exception as e:
+        cause = (e.__cause__ or e) if isinstance(e, InstantiationException) else e
+        if isinstance(cause, UserError):
+            raise cause from None
+        if "full_key:" in str(e):  # Hydra's message ends in the node that failed
+            key = one_line(e).rsplit("full_key: ", 1)[-1]
+        raise ConfigError(
+            f"{key} cannot be built: {type(cause).__name__}: {one_line(cause)}"
+        ) from e
+
+
+def check_run_objects(cfg: DictConfig, model) -> None:
+    """The optimizer, each callback and the Trainer built once and dropped: AdamW's betas,
+    ModelCheckpoint's mode and save_top_k, the Trainer's devices and num_nodes are checked
+    by their own constructors, before the run dir exists. Loggers are left out: they are
+    built on the run dir."""
+    optimizer = cfg.model.get("optimizer")
+    if isinstance(optimizer, DictConfig) and optimizer.get("_partial_"):
+        make = built("model.optimizer", optimizer)  # a partial: the model gives its parameters
+        try:
+            make([p for p in model.parameters() if p.requires_grad])
+        except Exception as e:
+            raise ConfigError(
+                f"model.optimizer cannot be built: {type(e).__name__}: {one_line(e)}"
+            ) from e
+    for name, node in (cfg.get("callbacks") or {}).items():
+        if isinstance(node, DictConfig) and "_target_" in node:
+            built(f"callbacks.{name}", node)
+    lightning_log = logging.getLogger("lightning.pytorch")
+    level, lightning_log.level = lightning_log.level, logging.WARNING  # its GPU lines: once
+    try:
+        strategy = cfg.get("strategy")
+        built(
+            "trainer",
+            cfg.trainer,
+            callbacks=[],
+            logger=False,
+            enable_checkpointing=False,
+            strategy=built("strategy", strategy) if strategy and "_target_" in strategy else "auto",
+        )
+    finally:
+        lightning_log.setLevel(level)
+
+
 def preflight(cfg: DictConfig, datamodule) -> float:
-    """Raise a ConfigError (one line) if the model cannot be built or cannot take one real
-    training batch; return the seconds it took."""
+    """Raise a ConfigError (one line) if the model, its optimizer, a callback or the Trainer
+    cannot be built, or the model cannot take one real training batch; return the seconds
+    it took."""
     start = time.perf_counter()
     with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # self.log without a Trainer, and the like
-        model = built_model(cfg)
+        model = built("model", cfg.model)
+        check_run_objects(cfg, model)
         if not getattr(datamodule, "preflight_batch", True):
             return time.perf_counter() - start
         try:

@@ -3,6 +3,8 @@
 import torch
 from torch import nn
 
+from trainlab.utils.ranges import Count
+
 
 class ConvNet(nn.Module):
     """Conv-BN-ReLU stages, each halving the resolution, then global average pooling.
@@ -10,7 +12,7 @@ class ConvNet(nn.Module):
     ``num_classes=0`` returns the pooled features (``num_features`` wide) instead of logits.
     """
 
-    def __init__(self, in_chans: int = 3, num_classes: int = 10, widths=(32, 64, 128)):
+    def __init__(self, in_chans: Count = 3, num_classes: Count = 10, widths=(32, 64, 128)):
         super().__init__()
         layers, prev = [], in_chans
         for width in widths:

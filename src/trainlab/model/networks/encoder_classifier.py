@@ -14,6 +14,7 @@ from torch import nn
 from trainlab.model.networks.vit import ViTEncoder
 from trainlab.model.networks.weights import ijepa_parts, load_into, read_state
 from trainlab.utils.errors import UserError
+from trainlab.utils.ranges import Count
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ class EncoderClassifier(nn.Module):
     def __init__(
         self,
         encoder: ViTEncoder,
-        num_classes: int,
+        num_classes: Count,
         pooling: Literal["avg", "avg_last4"] = "avg",
         freeze_encoder: bool = False,
         init_part: Literal["target_encoder", "encoder"] = "target_encoder",

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from trainlab.utils.errors import ConfigError
+from trainlab.utils.ranges import Bounds, Count
 from trainlab.utils.seeding import derived_seed
 
 
@@ -57,14 +58,14 @@ class MultiBlockMaskGenerator:
     def __init__(
         self,
         grid: tuple[int, int] | int,
-        num_targets: int = 4,
-        target_scale=(0.15, 0.2),
-        target_aspect=(0.75, 1.5),
-        context_scale=(0.85, 1.0),
-        context_aspect=(1.0, 1.0),
-        min_keep: int = 10,
-        max_tries: int = 20,
-        fixed_shapes: int | None = None,
+        num_targets: Count = 4,
+        target_scale: Bounds = (0.15, 0.2),
+        target_aspect: Bounds = (0.75, 1.5),
+        context_scale: Bounds = (0.85, 1.0),
+        context_aspect: Bounds = (1.0, 1.0),
+        min_keep: Count = 10,
+        max_tries: Count = 20,
+        fixed_shapes: Count | None = None,
     ):
         self.H, self.W = (grid, grid) if isinstance(grid, int) else tuple(grid)
         self.N = self.H * self.W

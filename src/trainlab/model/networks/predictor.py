@@ -7,6 +7,7 @@ from timm.models.vision_transformer import Block
 from torch import nn
 
 from trainlab.model.networks.vit import gather_tokens, run_blocks, sincos_pos_embed
+from trainlab.utils.ranges import Count, DropRate, Positive
 
 
 class RowsBlock(Block):
@@ -61,11 +62,11 @@ class Predictor(nn.Module):
         self,
         grid: tuple[int, int],
         embed_dim: int,
-        pred_dim: int = 384,
-        depth: int = 6,
-        num_heads: int = 12,
-        mlp_ratio: float = 4.0,
-        drop_path_rate: float = 0.0,
+        pred_dim: Count = 384,
+        depth: Count = 6,
+        num_heads: Count = 12,
+        mlp_ratio: Positive = 4.0,
+        drop_path_rate: DropRate = 0.0,
         grad_checkpointing: bool = False,
     ):
         super().__init__()

@@ -13,12 +13,13 @@ import torch
 from torch import nn
 
 from trainlab.model.networks.likelihoods import LIKELIHOODS
+from trainlab.utils.ranges import Count
 
 
 class VAENet(nn.Module):
     """What the LightningModule uses: ``encode``, ``decode``, ``likelihood``, ``latent_dim``."""
 
-    def __init__(self, image_size: int, in_chans: int, latent_dim: int, likelihood: str):
+    def __init__(self, image_size: Count, in_chans: Count, latent_dim: Count, likelihood: str):
         super().__init__()
         self.image_size, self.in_chans, self.latent_dim = image_size, in_chans, latent_dim
         self.likelihood = LIKELIHOODS[likelihood]()
@@ -44,10 +45,10 @@ class ConvVAE(VAENet):
 
     def __init__(
         self,
-        image_size: int = 32,
-        in_chans: int = 1,
-        latent_dim: int = 32,
-        widths: Sequence[int] = (32, 64, 128),
+        image_size: Count = 32,
+        in_chans: Count = 1,
+        latent_dim: Count = 32,
+        widths: Sequence[Count] = (32, 64, 128),
         likelihood: str = "bernoulli",
     ):
         super().__init__(image_size, in_chans, latent_dim, likelihood)
@@ -82,8 +83,8 @@ class MLPVAE(VAENet):
 
     def __init__(
         self,
-        image_size: int = 28,
-        in_chans: int = 1,
+        image_size: Count = 28,
+        in_chans: Count = 1,
         latent_dim: int = 40,
         hidden: int = 400,
         depth: int = 1,

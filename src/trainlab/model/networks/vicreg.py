@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainlab.utils.ranges import Count
+
 
 def variance(z: torch.Tensor) -> torch.Tensor:
     """A hinge on every dimension's std of a centred batch (B, D): mean of relu(1 - std)."""
@@ -37,7 +39,7 @@ class Expander(nn.Sequential):
     """VICReg's expander: ``depth`` linear layers of ``width``, BatchNorm and ReLU between
     them (SyncBatchNorm under DDP with trainer.sync_batchnorm=true)."""
 
-    def __init__(self, in_dim: int, width: int = 1024, depth: int = 3):
+    def __init__(self, in_dim: int, width: Count = 1024, depth: Count = 3):
         layers: list[nn.Module] = []
         dims = [in_dim] + [width] * depth
         for i, (a, b) in enumerate(zip(dims[:-1], dims[1:], strict=True)):

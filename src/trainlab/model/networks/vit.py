@@ -5,12 +5,15 @@ Its state_dict has timm's key names, so an exported encoder loads into
 ``timm.create_model("vit_huge_patch14_gap_224", num_classes=0)`` as it is.
 """
 
+from typing import Literal
+
 import torch
 from timm.layers.pos_embed_sincos import build_sincos2d_pos_embed
 from timm.models.vision_transformer import VisionTransformer
 from torch.utils.checkpoint import checkpoint
 
 from trainlab.model.networks.patch_stem import patch_embed_layer
+from trainlab.utils.ranges import Count, DropRate, Positive
 
 # name: (embed_dim, depth, num_heads, mlp_ratio), as in timm and the I-JEPA paper.
 VIT_SIZES = {
@@ -21,6 +24,7 @@ VIT_SIZES = {
     "vit_huge": (1280, 32, 16, 4.0),
     "vit_giant": (1408, 40, 16, 48 / 11),
 }
+VitSize = Literal[tuple(VIT_SIZES)]  # a config naming another size is refused with the list
 
 
 def gather_tokens(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -58,15 +62,15 @@ class ViTEncoder(VisionTransformer):
 
     def __init__(
         self,
-        img_size: int = 224,
-        patch_size: int = 16,
-        in_chans: int = 3,
-        size: str = "vit_base",
-        depth: int | None = None,
-        drop_path_rate: float = 0.0,
-        init_values: float | None = None,
+        img_size: Count = 224,
+        patch_size: Count = 16,
+        in_chans: Count = 3,
+        size: VitSize = "vit_base",
+        depth: Count | None = None,
+        drop_path_rate: DropRate = 0.0,
+        init_values: Positive | None = None,
         grad_checkpointing: bool = False,
-        stem_width: int | None = None,
+        stem_width: Count | None = None,
     ):
         """``size`` names a width/depth/heads preset of VIT_SIZES; ``depth`` overrides its depth
         (small data sets on a CPU train a shallower stack of the same width). ``stem_width``

@@ -1,0 +1,123 @@
+"""Every number, boolean and list of every offline experiment's composed config, mutated (0,
+-1, a huge number, a wrong type, a list one item short or long), through train.py in this
+process. Each mutation either runs (exit 0) or is refused in one line that names its key
+(exit 2), with no traceback and no run dir. No list of keys can find what this finds.
+
+Hypothesis draws the mutations (derandomized: CI sees the same ones each time; a failure
+shrinks to one override). make test runs a sample; make test-slow runs 500."""
+
+import itertools
+from pathlib import Path
+
+import pytest
+from conftest import FAST, compose_cfg, run_in_process
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from omegaconf import OmegaConf
+
+import trainlab.train
+
+# The experiments that run offline (the others' data must be downloaded first: every
+# mutation there would be refused for the data, and say nothing).
+EXPERIMENTS = ["default", "ijepa_digits", "vicreg_digits", "mae_digits", "vae_digits",
+               "digits_classifier"]  # fmt: skip
+# Where a mutation says nothing about the config: where runs and logs go, Hydra's own node.
+SKIP = ("hydra.", "paths.", "logger.", "run_name", "task_name")
+RUN = [*FAST, "trainer.max_steps=1", "test=false"]
+
+
+def leaves(node, path=""):
+    """(dotted key, value) of every number, boolean and list of scalars written in the
+    config (interpolations are strings: left to the key they point at)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from leaves(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(node, list):
+        if node and all(isinstance(v, (int, float, str)) for v in node):
+            yield path, node
+    elif isinstance(node, (int, float)):
+        yield path, node
+
+
+def mutations(value) -> list:
+    if isinstance(value, bool):
+        return ["maybe", 2]
+    if isinstance(value, list):
+        wrong_type = ["abc"] * len(value)
+        return [value[:-1], [*value, value[-1]], wrong_type]
+    if isinstance(value, int):  # no huge ints: a depth or batch of 10**9 is a real request
+        return [0, -1, 1.5, "abc"]
+    return [0, -1, 1.0e30, "abc", float("inf")]
+
+
+def written(value) -> str:
+    if isinstance(value, list):
+        return "[" + ",".join(written(v) for v in value) + "]"
+    if isinstance(value, float):
+        return "inf" if value == float("inf") else repr(value)
+    return str(value)
+
+
+def cases(tmp_root: Path) -> list[tuple[str, str, str]]:
+    out = []
+    for experiment in EXPERIMENTS:
+        chosen = [] if experiment == "default" else [f"experiment={experiment}"]
+        cfg = compose_cfg(tmp_root / "compose", [*chosen, *RUN])
+        plain = OmegaConf.to_container(cfg, resolve=False)
+        for key, value in leaves(plain):
+            if not key.startswith(SKIP):
+                out += [(experiment, key, written(m)) for m in mutations(value)]
+    return out
+
+
+CASES = cases(Path("unused"))  # composing writes nothing
+counter = itertools.count()
+
+
+def run_mutation(root: Path, experiment: str, key: str, value: str, capfd):
+    run_name = f"m{next(counter)}"
+    argv = ["train.py", *RUN, f"paths.log_dir={root}", f"run_name={run_name}"]
+    if experiment != "default":
+        argv.append(f"experiment={experiment}")
+    override = f"{key}={value}"
+    capfd.readouterr()
+    with pytest.MonkeyPatch.context() as monkeypatch:  # one per example, not per test
+        code = run_in_process(trainlab.train.main, [*argv, override], monkeypatch)
+    err = capfd.readouterr().err
+    assert "Traceback" not in err, f"{experiment} {override}: a traceback\n{err[-3000:]}"
+    assert code in (0, 2), f"{experiment} {override}: exit {code}\n{err[-3000:]}"
+    if code == 2:
+        lines = [line for line in err.splitlines() if line.startswith("error")]
+        assert len(lines) == 1, f"{experiment} {override}: {lines}"
+        assert key.rsplit(".", 1)[-1] in lines[0], f"{experiment} {override}: {lines[0]}"
+        assert not (root / "train" / "runs" / run_name).exists(), f"{override}: a run dir"
+
+
+def sweep(examples: int):
+    def decorate(test):
+        return settings(
+            max_examples=examples,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+        )(given(case=st.sampled_from(CASES))(test))
+
+    return decorate
+
+
+@sweep(20)
+def test_a_sample_of_mutations_runs_or_is_refused_naming_the_key(case, tmp_path_factory, capfd):
+    run_mutation(tmp_path_factory.getbasetemp() / "sweep", *case, capfd)
+
+
+@pytest.mark.slow
+@sweep(500)
+def test_500_mutations_across_the_experiments_run_or_are_refused_naming_the_key(
+    case, tmp_path_factory, capfd
+):
+    run_mutation(tmp_path_factory.getbasetemp() / "sweep_all", *case, capfd)
+
+
+def test_the_sweep_covers_every_offline_experiment_and_enough_leaves():
+    assert {c[0] for c in CASES} == set(EXPERIMENTS)
+    assert len(CASES) >= 500, len(CASES)
