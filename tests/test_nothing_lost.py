@@ -160,7 +160,7 @@ def test_a_second_quick_ctrl_c_exits_130_and_saves_nothing_over_the_checkpoints(
 def test_a_fresh_start_after_a_kill_before_any_checkpoint_logs_each_step_once(tmp_path):
     """SIGKILL at step 2, before its checkpoint (the first): resume=true finds none and
     starts from step 0; the killed attempt's rows are gone, so each step is logged once."""
-    common = [*JOB, f"paths.log_dir={tmp_path}", "run_name=early"]
+    common = [*JOB, f"paths.log_dir={tmp_path}", "run_name=early", "logger=[csv,tensorboard]"]
     kill = ["+callbacks.kill._target_=signal_at_step.SignalAtStep", "+callbacks.kill.step=2",
             "+callbacks.kill.name=SIGKILL"]  # fmt: skip
     env = {"PYTHONPATH": str(ROOT / "tests")}
@@ -170,3 +170,9 @@ def test_a_fresh_start_after_a_kill_before_any_checkpoint_logs_each_step_once(tm
     resumed = run_cli("train.py", *common, "resume=true", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert steps_logged(run_dir) == Counter(range(8))
+    # TensorBoard: the writer hides the killed attempt's events (purge_step), as its reader
+    # shows them: each step once.
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / "tensorboard")).Reload()
+    assert Counter(e.step for e in events.Scalars("train/loss_step")) == Counter(range(8))

@@ -14,6 +14,7 @@ import hydra
 import lightning as L
 import torch.distributed as dist
 from hydra.core.hydra_config import HydraConfig
+from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
@@ -212,8 +213,6 @@ def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir
             if resume_from
             else f"no checkpoint in {run_dir}/checkpoints: starting fresh"
         )
-        if trainer.is_global_zero:  # no checkpoint: the killed attempt's rows all go
-            truncate_logs(trainer, checkpoint_step(resume_from) if resume_from else 0)
     elif cfg.get("resume_from"):
         resume_from = cfg.resume_from
         log.info(f"starting from the training state of {resume_from}")
@@ -253,6 +252,9 @@ def truncate_logs(trainer: L.Trainer, step: int) -> None:
     for logger in trainer.loggers:
         if hasattr(logger, "truncate_from"):
             logger.truncate_from(step)
+        elif isinstance(logger, TensorBoardLogger) and logger._experiment is None:
+            # TensorBoard's own way: the writer, made on first use, hides events from `step`.
+            logger._kwargs["purge_step"] = step
 
 
 def check_checkpoints(cfg: DictConfig) -> None:
@@ -338,6 +340,10 @@ def train(cfg: DictConfig) -> float | None:
     model = hydra.utils.instantiate(cfg.model)
     if cfg.get("compile"):
         compile_networks(model)
+    if cfg.get("resume") and trainer.is_global_zero:  # before a logger writes: TensorBoard's
+        # writer takes the step to hide from when it is made. No checkpoint: every row goes.
+        resumed_at = rundir.resume_checkpoint(run_dir)
+        truncate_logs(trainer, checkpoint_step(resumed_at) if resumed_at else 0)
     for logger in loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
     chosen, facts_of_features = None, {}
