@@ -204,27 +204,40 @@ def test_the_finiteness_check_is_exact_where_its_fast_norm_overflows():
     assert all_finite(huge)
 
 
-@pytest.mark.parametrize("at_step", [2, 0])
+@pytest.mark.parametrize(
+    ("at_step", "error", "kept"),
+    [
+        (2, "worker lost", True),
+        (0, "worker lost", False),
+        (2, "[gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:29500", False),
+        (2, "DistBackendError", False),
+    ],
+)
 def test_an_error_in_training_saves_an_on_exception_checkpoint(
-    tmp_path, monkeypatch, capfd, at_step
+    tmp_path, monkeypatch, capfd, at_step, error, kept
 ):
     """An error at step 2 keeps the state there; one before any step keeps no file (it would
-    hold the untrained weights)."""
+    hold the untrained weights), nor does another rank's death (this rank stopped inside a
+    collective: rank 1 wrote on_exception.rank1.ckpt after rank 0's SIGKILL)."""
+    import torch.distributed as dist
+
     from trainlab.model.ijepa import IJEPA
 
     real_step = IJEPA.training_step
 
     def failing(self, batch, batch_idx):
         if self.global_step == at_step:
-            raise RuntimeError("worker lost")
+            if error == "DistBackendError":
+                raise dist.DistBackendError("NCCL communicator was aborted")
+            raise RuntimeError(error)
         return real_step(self, batch, batch_idx)
 
     monkeypatch.setattr(IJEPA, "training_step", failing)
     argv = [*FAST, "run_name=boom", "model.encoder.depth=1"]
     assert train_in_process(monkeypatch, tmp_path, *argv) == 1
-    assert "RuntimeError: worker lost" in capfd.readouterr().err
+    assert error.split(" ")[0] in capfd.readouterr().err
     path = tmp_path / "train" / "runs" / "boom" / "checkpoints" / "on_exception.ckpt"
-    if at_step:
+    if kept:
         assert torch.load(path, weights_only=True)["global_step"] == at_step
     else:
         assert not path.exists()

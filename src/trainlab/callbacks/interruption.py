@@ -34,6 +34,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
+import torch.distributed as dist
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 from lightning.pytorch.strategies import ModelParallelStrategy
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -43,6 +44,16 @@ from trainlab.utils.logging import get_logger
 from trainlab.utils.ranges import Count
 
 log = get_logger(__name__)
+
+
+def peer_lost(exception: BaseException) -> bool:
+    """A collective failed because another rank is gone: torch's DistError, or gloo's
+    RuntimeError for a closed or reset connection."""
+    text = str(exception)
+    return isinstance(exception, dist.DistError) or (
+        isinstance(exception, RuntimeError)
+        and any(m in text for m in ("Connection closed by peer", "Connection reset by peer"))
+    )
 
 
 class InterruptionCheckpoint(L.Callback):
@@ -180,6 +191,9 @@ class InterruptionCheckpoint(L.Callback):
             return
         if isinstance(exception, DataError):  # a bad file: the fixed data reruns cleanly
             log.info("no on_exception checkpoint: a data error, not a training state to keep")
+            return
+        if peer_lost(exception):  # another rank died: this one's state is mid-collective
+            log.info("no on_exception checkpoint: another rank stopped; resume=true continues")
             return
         rank = trainer.global_rank
         path = self.dirpath / (
