@@ -235,3 +235,26 @@ def test_a_trial_stopped_by_sigterm_resumes_from_its_checkpoint_and_counts_once(
     assert len({t.params["model.optimizer.lr"] for t in trials}) == 4  # no repeats
     assert "trial 1 was stopped: it resumes from its last.ckpt" in out
     assert "resuming from" in (study_dir / "1" / "train.log").read_text()
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        ("hydra.sweeper.n_trials=-1", "hydra.sweeper.n_trials=-1 is not valid"),
+        ("hydra.sweeper.direction=sideways", "hydra.sweeper.direction='sideways' is not valid"),
+    ],
+)
+def test_a_bad_sweeper_value_is_one_line_before_any_study_file(
+    tmp_path, monkeypatch, capfd, override, needle
+):
+    """n_trials=-1 ran nothing, exit 0, and wrote an optuna.db; direction=sideways was a
+    traceback. The sweeper's signature is checked like every other class's."""
+    import trainlab.train
+    from conftest import run_in_process
+
+    argv = ["train.py", "-m", "hparams_search=optuna", f"paths.log_dir={tmp_path}", override]
+    assert run_in_process(trainlab.train.main, argv, monkeypatch) == 2
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("error")]
+    assert "Traceback" not in err and len(lines) == 1 and needle in lines[0], err[-2000:]
+    assert not list(tmp_path.rglob("*.db")) and not list(tmp_path.rglob("multirun.yaml"))

@@ -25,6 +25,7 @@ import hashlib
 import logging
 import signal
 from pathlib import Path
+from typing import Literal
 
 import optuna
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -32,11 +33,13 @@ from hydra.core.override_parser.types import Override
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.sweeper import Sweeper
-from omegaconf import DictConfig, read_write
+from omegaconf import DictConfig, OmegaConf, read_write
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
+from trainlab.run.config_checks import check_types
 from trainlab.utils.errors import ConfigError
+from trainlab.utils.ranges import Count
 
 log = logging.getLogger(__name__)
 DONE = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -85,15 +88,20 @@ class OptunaSweeper(Sweeper):
     def __init__(
         self,
         params: dict,
-        direction: str,
-        n_trials: int,
-        n_jobs: int,
+        direction: Literal["minimize", "maximize", "min", "max"],
+        n_trials: Count,
+        n_jobs: Count,
         sampler,
         pruner,
         studies_dir: str,
         study_name: str | None = None,
         storage: str | None = None,
     ) -> None:
+        # Hydra builds the sweeper from hydra.sweeper, a node the run's config check does not
+        # read: the same signature check here, before the first trial or study file.
+        values = {"direction": direction, "n_trials": n_trials, "n_jobs": n_jobs}
+        node = OmegaConf.create({"_target_": f"{__name__}.OptunaSweeper", **values})
+        check_types(node, "hydra.sweeper")
         self.params = dict(params or {})
         self.direction = {"max": "maximize", "min": "minimize"}.get(direction, direction)
         self.n_trials, self.n_jobs = n_trials, n_jobs

@@ -38,6 +38,8 @@ def describe(error: HydraException, script: str) -> str:
             f"(options: {', '.join(error.options)})"
         )
     cause = error.__cause__
+    if isinstance(cause, UserError):  # a plugin's own check (the Optuna sweeper's ranges)
+        return str(cause)
     parent = getattr(cause, "parent_node", None)
     if isinstance(error, ConfigCompositionException) and isinstance(parent, Container):
         key = cause.full_key
