@@ -249,8 +249,9 @@ def test_a_bad_sweeper_value_is_one_line_before_any_study_file(
 ):
     """n_trials=-1 ran nothing, exit 0, and wrote an optuna.db; direction=sideways was a
     traceback. The sweeper's signature is checked like every other class's."""
-    import trainlab.train
     from conftest import run_in_process
+
+    import trainlab.train
 
     argv = ["train.py", "-m", "hparams_search=optuna", f"paths.log_dir={tmp_path}", override]
     assert run_in_process(trainlab.train.main, argv, monkeypatch) == 2
