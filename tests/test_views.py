@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import hydra
 import pytest
 import torch
 import torch.distributed as dist
@@ -150,3 +151,34 @@ def test_sync_batchnorm_on_cpus_is_refused_before_the_ranks_start(cfg_factory):
     cfg = cfg_factory("trainer.accelerator=cpu", "trainer.devices=2", "trainer.sync_batchnorm=true")
     with pytest.raises(ConfigError, match="sync_batchnorm=true runs on GPUs only"):
         check_launch(cfg)
+
+
+def test_the_encoder_takes_any_multiple_of_its_patch_on_its_own_call_path():
+    """Multi-crop: global and local crops through one encoder. timm's dynamic_img_size path
+    (patch_embed, then _pos_embed resampling the position table); at img_size the table is
+    the one the encoder was built with, so the tokens match the fixed path exactly."""
+    torch.manual_seed(0)
+    encoder = ViTEncoder(img_size=16, patch_size=4, in_chans=1, size="vit_tiny", depth=1)
+    image = torch.randn(2, 1, 16, 16)
+    fixed = encoder.blocks(encoder.patch_embed(image).flatten(1, 2) + encoder.pos_embed)
+    assert torch.equal(encoder(image), encoder.norm(fixed))
+    assert encoder(torch.randn(2, 1, 8, 8)).shape == (2, 4, 192)
+    assert encoder.pooled(torch.randn(2, 1, 24, 24)).shape == (2, 192)
+    with pytest.raises(AssertionError, match="divisible by patch size"):
+        encoder(torch.randn(2, 1, 10, 10))
+
+
+def test_views_of_two_sizes_train_through_one_method(tmp_path):
+    """A 16-px and an 8-px view of each image through one VICReg loss and its backward: a
+    batch of two sizes in one step ("Input height (8) doesn't match model (16)" before)."""
+    from conftest import compose_cfg
+
+    cfg = compose_cfg(
+        tmp_path, ["experiment=vicreg_digits", "model.encoder.depth=1", "data.batch_size=8"]
+    )
+    model = hydra.utils.instantiate(cfg.model)
+    views = [torch.randn(8, 1, 16, 16), torch.randn(8, 1, 8, 8)]
+    loss, features = model.loss(views, step_generator(0, 0, 0))
+    loss.backward()
+    assert loss.isfinite() and features.shape[0] == 8
+    assert model.encoder.patch_embed.proj.weight.grad.abs().sum() > 0

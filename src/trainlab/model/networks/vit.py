@@ -54,7 +54,8 @@ def sincos_pos_embed(grid: tuple[int, int], dim: int) -> torch.Tensor:
 
 
 class ViTEncoder(VisionTransformer):
-    """A ViT whose ``forward_features(x, keep)`` runs only the patch tokens in ``keep``.
+    """A ViT whose ``forward_features(x, keep)`` runs only the patch tokens in ``keep``. It
+    takes any image size that its patch divides (``img_size`` sets the grid of the masks).
 
     ``keep`` is a (B, K) tensor of token indices (row-major over the patch grid); the
     position table is frozen (a parameter without grad, as in the official checkpoints).
@@ -94,6 +95,10 @@ class ViTEncoder(VisionTransformer):
             init_values=init_values,
             fix_init=True,
             embed_layer=patch_embed_layer(stem_width),
+            # Any image size a multiple of the patch (multi-crop's small views): timm's own
+            # path, which resamples the position table to the grid it is given (unchanged at
+            # img_size) in _pos_embed, also inside forward_intermediates and under FSDP.
+            dynamic_img_size=True,
         )
         self.grid = self.patch_embed.grid_size
         self.pos_embed.requires_grad_(False)
@@ -106,7 +111,7 @@ class ViTEncoder(VisionTransformer):
         return self.grid[0] * self.grid[1]
 
     def forward_features(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
-        x = self.patch_embed(x) + self.pos_embed
+        x = self._pos_embed(self.patch_embed(x))
         if keep is not None:
             x = gather_tokens(x, keep)
         x = self.norm_pre(x)
