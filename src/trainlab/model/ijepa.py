@@ -2,7 +2,6 @@
 masked blocks from a context block, in representation space.
 """
 
-import copy
 from typing import Literal
 
 import torch
@@ -11,6 +10,7 @@ import torch.nn.functional as F
 from trainlab.model.networks.flops import blocks_flops, patch_embed_flops
 from trainlab.model.networks.masks import MultiBlockMaskGenerator
 from trainlab.model.networks.predictor import Predictor
+from trainlab.model.networks.teacher import teacher_of
 from trainlab.model.networks.vicreg import covariance, variance
 from trainlab.model.networks.view_jitter import random_affine
 from trainlab.model.networks.vit import ViTEncoder, gather_tokens
@@ -125,7 +125,7 @@ class IJEPA(SelfSupervised):
         )  # fmt: skip
         self.predictor: Predictor = predictor
         self.masks: MultiBlockMaskGenerator = masks(grid=encoder.grid)
-        self.target_encoder = copy.deepcopy(encoder).requires_grad_(False)
+        self.target_encoder = teacher_of(encoder)
         self.loss_fn = LOSSES[loss]
         self.target_norm = TARGET_NORMS[target_norm]
         if init_from:

@@ -66,6 +66,10 @@ class SelfSupervised(L.LightningModule):
     trained: tuple[str, ...] = ("encoder",)
     #: What checkpoints monitor and sweeps optimise unless the config says otherwise.
     monitor, monitor_mode = "val/probe_acc", "max"
+    #: The network the monitors and the evaluation forward read: a teacher method names its
+    #: teacher ("target_encoder", the name weight export, eval.py and the end-of-run table
+    #: read first).
+    evaluated: str = "encoder"
 
     def __init__(
         self,
@@ -120,14 +124,21 @@ class SelfSupervised(L.LightningModule):
         for methods that read one image; a view method returns (None, its features)."""
         return self.loss(images, generator)
 
+    def update_state(self) -> None:
+        """State a training step moves besides the weights (a centre, a queue): training_step
+        calls it after ``loss``; the probes that call ``loss`` (memory estimate, FLOP count,
+        preflight) do not, so a start or a resume leaves it where it was. ``loss`` itself
+        must not change state."""
+
     def monitored_features(self, images: torch.Tensor) -> torch.Tensor:
         """The monitors' features of a batch (B, monitored_blocks * D): the last blocks of the
-        encoder, average-pooled and concatenated."""
-        return torch.cat(self.encoder.pooled_layers(images, self.monitored_blocks), dim=1)
+        evaluated network, average-pooled and concatenated."""
+        network = getattr(self, self.evaluated)
+        return torch.cat(network.pooled_layers(images, self.monitored_blocks), dim=1)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        """The evaluation representation: average-pooled encoder features."""
-        return self.encoder.pooled(images)
+        """The evaluation representation: average-pooled features of the evaluated network."""
+        return getattr(self, self.evaluated).pooled(images)
 
     def ema_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
         """(target, online) networks: target <- EMA of online after every optimizer step."""
@@ -147,6 +158,7 @@ class SelfSupervised(L.LightningModule):
     def training_step(self, batch, batch_idx):
         images, labels = batch
         loss, features = self.loss(images, self.step_generator(batch_idx))
+        self.update_state()
         # One bank for the whole job: every rank enqueues every rank's features.
         gathered = self.all_gather(features.detach()).reshape(-1, features.shape[-1])
         self.online.enqueue(gathered, self.all_gather(labels).reshape(-1))

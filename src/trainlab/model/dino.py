@@ -1,0 +1,110 @@
+"""DINO (Caron et al. 2021): self-distillation with no labels. A student (encoder and
+projection head) matches, on every view, the teacher's sharpened and centred distribution
+over prototypes on the other global views; the teacher is the student's EMA. Multi-crop:
+``data.views`` lists the global views first (the teacher sees only those) and the smaller
+local views after them."""
+
+import torch
+import torch.nn.functional as F
+
+from trainlab.model.networks.heads import ProjectionHead
+from trainlab.model.networks.running_mean import RunningMean
+from trainlab.model.networks.teacher import teacher_of
+from trainlab.model.networks.vit import ViTEncoder
+from trainlab.model.self_supervised import SelfSupervised
+from trainlab.utils.ranges import (
+    Count,
+    DecaySchedule,
+    EmaSchedule,
+    LrSchedule,
+    Momentum,
+    NonNegative,
+    Positive,
+    ScheduleScale,
+)
+
+
+class DINO(SelfSupervised):
+    """``head`` is a partial of ``ProjectionHead``, completed with the encoder's width.
+    ``global_views``: how many of the first views the teacher reads (the paper's 2).
+    ``student_temp`` / ``teacher_temp``: the softmax temperatures; a teacher colder than the
+    student sharpens. ``center_momentum``: the EMA of the teacher's mean output subtracted
+    before its softmax (centring; with sharpening it keeps the outputs from collapsing to one
+    prototype or to the uniform distribution). The monitors, the evaluation forward and weight
+    export read the teacher (``evaluated``)."""
+
+    not_hparams = ("encoder", "head", "optimizer")
+    trained = ("encoder", "head")
+    evaluated = "target_encoder"
+
+    def __init__(
+        self,
+        encoder: ViTEncoder,
+        head,
+        optimizer,
+        num_classes: Count,
+        global_views: Count = 2,
+        student_temp: Positive = 0.1,
+        teacher_temp: Positive = 0.04,
+        center_momentum: Momentum = 0.9,
+        lr: LrSchedule = (0.0, 5e-4, 1e-6),
+        warmup_epochs: NonNegative = 10,
+        weight_decay: DecaySchedule = (0.04, 0.4),
+        ema: EmaSchedule = (0.996, 1.0),
+        probe_weight_decay: NonNegative = 1e-5,
+        knn_k: Count = 20,
+        bank_size: Count = 4096,
+        schedule_scale: ScheduleScale = 1.0,
+    ):
+        super().__init__(
+            encoder, optimizer, num_classes, lr, warmup_epochs, weight_decay, ema,
+            probe_weight_decay, knn_k, bank_size, schedule_scale,
+        )  # fmt: skip
+        self.head: ProjectionHead = head(in_dim=encoder.embed_dim)
+        self.target_encoder = teacher_of(encoder)
+        self.target_head = teacher_of(self.head)
+        self.center = RunningMean(self.head.prototypes.out_features, center_momentum)
+        self._teacher_batch: torch.Tensor | None = None  # for update_state, after the loss
+
+    def ema_pairs(self):
+        return [(self.target_encoder, self.encoder), (self.target_head, self.head)]
+
+    def loss(self, views, generator: torch.Generator):
+        g = self.hparams.global_views
+        if not isinstance(views, list) or len(views) < max(2, g):
+            got = len(views) if isinstance(views, list) else "no"
+            raise ValueError(
+                f"DINO reads {g} global views and any local ones, not {got}: give data.views "
+                f"at least {max(2, g)} recipes, the global ones first"
+            )
+        h = self.hparams
+        with torch.no_grad():
+            self.target_encoder.eval()
+            teacher = [self.target_head(self.target_encoder.pooled(v)) for v in views[:g]]
+            targets = [F.softmax((t - self.center.value) / h.teacher_temp, dim=-1) for t in teacher]
+            features = self.monitored_features(views[0])
+        student = [
+            F.log_softmax(self.head(self.encoder.pooled(v)) / h.student_temp, dim=-1)
+            for v in views
+        ]
+        terms = [
+            -(target * student[j]).sum(dim=-1).mean()
+            for i, target in enumerate(targets)
+            for j in range(len(student))
+            if j != i
+        ]
+        loss = torch.stack(terms).mean()
+        if self.training:
+            self._teacher_batch = torch.cat(teacher)
+            entropy = -(targets[0] * targets[0].clamp_min(1e-12).log()).sum(-1).mean()
+            self.log_numbers({"train/teacher_entropy": entropy.detach()})
+        return loss, features
+
+    def update_state(self) -> None:
+        """The centre moves toward this step's teacher outputs, averaged over ranks."""
+        if self._teacher_batch is not None:
+            self.center.update(self._teacher_batch)
+            self._teacher_batch = None
+
+    def evaluate(self, images: torch.Tensor, generator: torch.Generator):
+        return None, self.monitored_features(images)

@@ -1,0 +1,110 @@
+"""DINO, the third family: its state (the centre) moves in training steps only, a stopped run
+resumes bitwise, the centre is the global batch's on every rank, and the head's prototype
+rows keep norm 1."""
+
+import os
+import signal
+
+import hydra
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from conftest import compose_cfg, free_port, run_in_process
+
+import trainlab.train
+from trainlab.model.networks.heads import ProjectionHead
+from trainlab.model.networks.masks import step_generator
+from trainlab.model.networks.running_mean import RunningMean
+
+SMALL = ["experiment=dino_digits", "model.encoder.depth=1", "data.batch_size=16"]
+
+
+def small_dino(tmp_path):
+    cfg = compose_cfg(tmp_path, SMALL)
+    return hydra.utils.instantiate(cfg.model)
+
+
+def views(batch=16):
+    g = torch.Generator().manual_seed(0)
+    big = [torch.randn(batch, 1, 16, 16, generator=g) for _ in range(2)]
+    return big + [torch.randn(batch, 1, 8, 8, generator=g) for _ in range(4)]
+
+
+def test_the_loss_changes_no_state_and_the_training_step_moves_the_centre(tmp_path):
+    """The memory estimate, the FLOP count and preflight call loss(): DINO's centre moved at
+    every start and a resumed run differed from step 9 on (issue 49). Now only the training
+    step's update_state moves it."""
+    model = small_dino(tmp_path)
+    before = model.center.value.clone()
+    for _ in range(2):
+        loss, features = model.loss(views(), step_generator(0, 0, 0))
+    assert torch.equal(model.center.value, before)
+    assert loss.isfinite() and features.shape == (16, model.monitored_blocks * 192)
+    model.update_state()  # what training_step does after the loss
+    assert not torch.equal(model.center.value, before)
+
+
+def test_the_teacher_is_evaluated_and_the_loss_trains_the_student_only(tmp_path):
+    model = small_dino(tmp_path)
+    loss, _ = model.loss(views(), step_generator(0, 0, 0))
+    loss.backward()
+    assert model.encoder.patch_embed.proj.weight.grad.abs().sum() > 0
+    assert model.head.mlp[0].weight.grad.abs().sum() > 0
+    assert all(p.grad is None for p in model.target_encoder.parameters())
+    with torch.no_grad():  # the monitors read the teacher: equal weights, equal features
+        model.target_encoder.blocks[0].mlp.fc1.weight.add_(1.0)
+    image = torch.randn(4, 1, 16, 16)
+    teacher = torch.cat(model.target_encoder.pooled_layers(image, model.monitored_blocks), 1)
+    assert torch.equal(model.monitored_features(image), teacher)
+
+
+def test_the_prototypes_keep_rows_of_norm_one_and_too_few_views_are_refused(tmp_path):
+    head = ProjectionHead(in_dim=8, out_dim=32, hidden=16, bottleneck=4)
+    norms = head.prototypes.weight.norm(dim=1)
+    assert torch.allclose(norms, torch.ones(32))
+    assert not head.prototypes.parametrizations.weight.original0.requires_grad
+    with pytest.raises(ValueError, match="DINO reads 2 global views"):
+        small_dino(tmp_path).loss([torch.randn(2, 1, 16, 16)], step_generator(0, 0, 0))
+
+
+def _centre_rank(rank: int, port: int, out: dict) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    centre = RunningMean(3, momentum=0.5)
+    centre.update(torch.full((4, 3), float(rank + 1)))  # rank 0's batch: 1s, rank 1's: 2s
+    out[rank] = centre.value.clone()
+    dist.destroy_process_group()
+
+
+def test_the_centre_is_the_global_batchs_mean_on_every_rank():
+    out = mp.Manager().dict()
+    mp.spawn(_centre_rank, args=(free_port(), out), nprocs=2)
+    expected = torch.full((1, 3), 0.5 * 1.5)  # 0.5 * 0 + 0.5 * mean(1, 2)
+    assert torch.equal(out[0], expected) and torch.equal(out[1], expected)
+
+
+def test_sigterm_then_resume_gives_the_same_losses_bitwise(tmp_path, monkeypatch, capfd):
+    """The centre is checkpointed with the model and moved by training steps alone: a run
+    stopped at step 3 and resumed logs the uninterrupted run's losses, bitwise."""
+    import csv
+
+    job = [
+        *SMALL, "trainer.max_epochs=2", "trainer.limit_train_batches=3",
+        "trainer.limit_val_batches=1", "test=false", "trainer.log_every_n_steps=1",
+        "extras.print_config=false", "features.enabled=false", f"paths.log_dir={tmp_path}",
+    ]  # fmt: skip
+    stop = ["+callbacks.stop._target_=signal_at_step.SignalAtStep", "+callbacks.stop.step=3",
+            "+callbacks.stop.name=SIGTERM"]  # fmt: skip
+
+    def losses(name):
+        path = tmp_path / "train" / "runs" / name / "csv" / "metrics.csv"
+        with path.open() as f:
+            return {r["step"]: r["train/loss_step"] for r in csv.DictReader(f) if r.get("train/loss_step")}  # fmt: skip
+
+    run = lambda *a: run_in_process(trainlab.train.main, ["train.py", *job, *a], monkeypatch)  # noqa: E731
+    assert run("run_name=straight") == 0
+    assert run("run_name=cut", "resume=true", *stop) == 128 + signal.SIGTERM
+    assert run("run_name=cut", "resume=true") == 0
+    assert len(losses("straight")) == 6
+    assert losses("cut") == losses("straight")
