@@ -58,7 +58,12 @@ FROZEN_ROWS = ("raw pixels", "random encoder", "I-JEPA target encoder", "I-JEPA 
 SUPERVISED_FROZEN = "supervised ViT from scratch, frozen"
 # Other families, pre-trained by their own experiment on the same data and ViT and rated frozen by
 # the same protocol, as rows beside I-JEPA's: {row: {data set: experiment}}.
-METHODS = {"VICReg encoder": {"mnist5k": "vicreg_mnist", "digits": "vicreg_digits"}}
+METHODS = {
+    "VICReg encoder": {"mnist5k": "vicreg_mnist", "digits": "vicreg_digits"},
+    "DINO teacher": {"mnist5k": "dino_mnist", "digits": "dino_digits"},
+}
+# The checkpoint part each row rates: a teacher method's evaluated network (model.evaluated).
+RATED_PART = {"DINO teacher": "target_encoder"}
 TRAINED_ROWS = {  # row: (experiment, starts from the I-JEPA checkpoint?)
     "supervised ViT from scratch": ("supervised_vit", False),
     "fine-tune from I-JEPA": ("finetune", True),
@@ -172,7 +177,8 @@ def method_scores(dataset: str, row: str, seed: int) -> tuple[dict, float, str]:
 
     def compute() -> dict:
         cfg, datasets, classes = eval_data(run_dir)
-        encoder = load_encoder(cfg.model.encoder, pre["checkpoints"]["last"], "encoder")
+        part = RATED_PART.get(row, "encoder")
+        encoder = load_encoder(cfg.model.encoder, pre["checkpoints"]["last"], part)
         return rate_fractions(encoder_views(encoder), datasets, classes, row, seed)
 
     scores = cached(run_dir / "frozen_scores.json", compute)
@@ -281,10 +287,10 @@ def put_lines(section: list[str], new: list[str], after: str) -> list[str]:
     return out
 
 
-def methods_only(dataset: str, seeds: list[int], section: list[str]) -> list[str]:
+def methods_only(dataset: str, seeds: list[int], section: list[str], rows: list[str]) -> list[str]:
     """``--methods-only``: METHODS' rows pre-trained and rated, put into the data set's
     section as it stands (after I-JEPA's context encoder), with a line on how they ran."""
-    for row in METHODS:
+    for row in rows:
         runs = [method_scores(dataset, row, seed) for seed in seeds]
         frozen = [{row: scores} for scores, _, _ in runs]
         line, per = frozen_lines(row, frozen)
@@ -320,6 +326,8 @@ def main() -> None:
         action="store_true",
         help="only the other families' rows (METHODS), put into the file as it stands",
     )
+    parser.add_argument("--methods", nargs="*", default=list(METHODS), choices=list(METHODS),
+                        help="with --methods-only: which of them")  # fmt: skip
     args = parser.parse_args()
     out = ROOT / "results" / "ijepa_results.md"
     sections = previous_sections(out)
@@ -330,7 +338,7 @@ def main() -> None:
             )
         header = out.read_text().split("\n## ")[0].rstrip("\n").split("\n")
         for dataset in args.datasets:
-            sections[dataset] = methods_only(dataset, args.seeds, sections[dataset])
+            sections[dataset] = methods_only(dataset, args.seeds, sections[dataset], args.methods)
         text = [*header, *(line for d in RECIPES if d in sections for line in ["", *sections[d]])]
         out.write_text("\n".join(text) + "\n")
         print("\n".join(text))

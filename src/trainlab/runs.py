@@ -24,8 +24,8 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from trainlab.run.console import print_jobs
 from trainlab.run.sweep_summary import read_overrides, swept_keys
+from trainlab.utils.console import print_jobs
 
 STATUSES = ("finished", "pruned", "failed", "stopped", "incomplete", "damaged")
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "=": operator.eq}

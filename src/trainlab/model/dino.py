@@ -30,7 +30,8 @@ class DINO(SelfSupervised):
     ``student_temp`` / ``teacher_temp``: the softmax temperatures; a teacher colder than the
     student sharpens. ``center_momentum``: the EMA of the teacher's mean output subtracted
     before its softmax (centring; with sharpening it keeps the outputs from collapsing to one
-    prototype or to the uniform distribution). The monitors, the evaluation forward and weight
+    prototype or to the uniform distribution). ``freeze_prototypes_epochs``: the prototype layer
+    gets no update for that many first epochs. The monitors, the evaluation forward and weight
     export read the teacher (``evaluated``)."""
 
     not_hparams = ("encoder", "head", "optimizer")
@@ -47,6 +48,7 @@ class DINO(SelfSupervised):
         student_temp: Positive = 0.1,
         teacher_temp: Positive = 0.04,
         center_momentum: Momentum = 0.9,
+        freeze_prototypes_epochs: NonNegative = 1,
         lr: LrSchedule = (0.0, 5e-4, 1e-6),
         warmup_epochs: NonNegative = 10,
         weight_decay: DecaySchedule = (0.04, 0.4),
@@ -84,8 +86,7 @@ class DINO(SelfSupervised):
             targets = [F.softmax((t - self.center.value) / h.teacher_temp, dim=-1) for t in teacher]
             features = self.monitored_features(views[0])
         student = [
-            F.log_softmax(self.head(self.encoder.pooled(v)) / h.student_temp, dim=-1)
-            for v in views
+            F.log_softmax(self.head(self.encoder.pooled(v)) / h.student_temp, dim=-1) for v in views
         ]
         terms = [
             -(target * student[j]).sum(dim=-1).mean()
@@ -99,6 +100,13 @@ class DINO(SelfSupervised):
             entropy = -(targets[0] * targets[0].clamp_min(1e-12).log()).sum(-1).mean()
             self.log_numbers({"train/teacher_entropy": entropy.detach()})
         return loss, features
+
+    def on_after_backward(self) -> None:
+        # DINO's freeze_last_layer: the prototypes stay put for the first epochs, while the
+        # rest of the student settles (the paper: training is unstable without it).
+        if self.current_epoch < self.hparams.freeze_prototypes_epochs:
+            for p in self.head.prototypes.parameters():
+                p.grad = None
 
     def update_state(self) -> None:
         """The centre moves toward this step's teacher outputs, averaged over ranks."""

@@ -4,7 +4,7 @@ one ``loss(images, generator) -> (loss, features)``.
 The base owns:
 - the online monitors (linear probe and kNN fitted on a bank of training features gathered
   over ranks, collapse statistics) on the detached ``features`` the loss returns
-  (model/networks/online_eval.py);
+  (model/evaluation/online.py);
 - one AdamW over the ``trained`` networks (weight decay on matrices only);
 - per-optimizer-step LR, weight-decay and (optionally) EMA-momentum schedules;
 - the EMA of target networks (``ema_pairs``) after every optimizer step;
@@ -29,8 +29,8 @@ from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy
 from torch.nn.parallel import DistributedDataParallel
 
 from trainlab.evaluation.features import PROBE_BLOCKS
+from trainlab.evaluation.online import OnlineEvaluator
 from trainlab.model.networks.masks import step_generator
-from trainlab.model.networks.online_eval import OnlineEvaluator
 from trainlab.optim.fused import fused_by_default
 from trainlab.optim.param_groups import decay_groups
 from trainlab.optim.schedules import cosine, linear, warmup_cosine, warmup_steps

@@ -11,7 +11,7 @@ import sys
 from omegaconf import OmegaConf
 
 from trainlab.run.task import run_task
-from trainlab.train import train
+from trainlab.run.training import train  # rank 0 ran the light checks
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING, format="[%(asctime)s][%(name)s] %(message)s")

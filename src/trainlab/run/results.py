@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lightning import Trainer
 
-from trainlab.run.console import print_summary
+from trainlab.utils.console import print_summary
 from trainlab.utils.errors import StorageError
 
 

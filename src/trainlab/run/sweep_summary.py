@@ -11,7 +11,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from trainlab.run.console import print_jobs
+from trainlab.utils.console import print_jobs
 
 # Overrides that name or place a run rather than describe it: never a column.
 NAMING = ("task_name", "run_name", "resume", "extras.print_config", "optuna_trial")

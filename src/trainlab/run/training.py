@@ -36,7 +36,6 @@ from trainlab.run import run_dir as rundir
 from trainlab.run.batch import per_device_batch, scale_learning_rates
 from trainlab.run.checkpoint_config import adopt_encoder_shape, load_run_config
 from trainlab.run.config_checks import check_config
-from trainlab.run.console import print_config_tree
 from trainlab.run.instantiate import (
     finish_wandb,
     instantiate_callbacks,
@@ -49,6 +48,7 @@ from trainlab.run.results import batch_facts, final_metrics, report
 from trainlab.strategy.checks import check_launch
 from trainlab.strategy.launcher import launch_ranks_from_config
 from trainlab.strategy.submitit_ranks import adopt_submitit_local_ranks
+from trainlab.utils.console import print_config_tree
 from trainlab.utils.errors import ConfigError, DataError
 from trainlab.utils.logging import get_logger
 

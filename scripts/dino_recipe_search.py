@@ -1,0 +1,103 @@
+"""The measured search behind experiment=dino_mnist: pre-train variants on mnist5k, read each
+run's end-of-run frozen-feature table (the protocol of ``eval.py mode=features``, test
+split) and the teacher's entropy (ln 1024 = 6.93 is the uniform collapse), write
+results/dino_recipe_search.md.
+
+    python scripts/dino_recipe_search.py                     # every variant, seed 0
+    python scripts/dino_recipe_search.py --only base lr_1e-4
+
+Each variant is a list of train.py overrides on top of experiment=dino_mnist at EPOCHS
+epochs. A run dir that holds metrics.json is not pre-trained again (logs/dino_search/runs/),
+so the search can be stopped and continued. As scripts/vicreg_recipe_search.py, with the
+teacher's entropy as a column: the collapse DINO is known for shows there first.
+"""
+
+import argparse
+import csv
+import datetime
+import os
+import sys
+from pathlib import Path
+
+import torch
+from ijepa_results import fmt, train  # its sibling script: train.py into a cached run dir
+
+from trainlab.bench import cpu_model
+
+ROOT = Path(__file__).resolve().parents[1]
+EPOCHS = 10
+
+VARIANTS: dict[str, list[str]] = {
+    # experiment=dino_mnist as first written, less the prototypes' freeze (the first run: the
+    # teacher's entropy climbed to ln 1024 by step 29 and stayed, a uniform collapse).
+    "first": ["model.freeze_prototypes_epochs=0"],
+    # DINO's freeze_last_layer: the prototypes still for the first epoch.
+    "base": [],
+    # The paper's LR at this batch (5e-4 x 128 / 256), and lower.
+    "lr_2.5e-4": ["model.optimizer.lr=2.5e-4"],
+    "lr_1e-4": ["model.optimizer.lr=1e-4"],
+    # Fewer prototypes: each holds more images of a batch of 128.
+    "out_256": ["model.head.out_dim=256"],
+    # A sharper teacher, the lever the paper names against the uniform collapse.
+    "teacher_0.02": ["model.teacher_temp=0.02"],
+}
+
+READING = """\
+(Written by hand after the table; see the README's DINO paragraph.)
+"""
+
+
+def teacher_entropy(run_dir: Path) -> float | None:
+    """The last logged train/teacher_entropy of a run."""
+    with (run_dir / "csv" / "metrics.csv").open() as f:
+        values = [r["train/teacher_entropy"] for r in csv.DictReader(f) if r.get("train/teacher_entropy")]  # fmt: skip
+    return float(values[-1]) if values else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    lines = [
+        "| variant | overrides | linear | kNN | teacher entropy (last step) | RankMe (val) | minutes |",  # fmt: skip
+        "|---|---|---|---|---|---|---|",
+    ]
+    base = None
+    for name in args.only:
+        run = train(
+            f"{name}_s{args.seed}", "experiment=dino_mnist", f"seed={args.seed}",
+            f"trainer.max_epochs={EPOCHS}", *VARIANTS[name], "test=false", task="dino_search",
+        )  # fmt: skip
+        m = run["metrics"]
+        base = base or m
+        entropy = teacher_entropy(Path(run["run"]["run_dir"]))
+        lines.append(
+            f"| {name} | `{' '.join(VARIANTS[name]) or '-'}` | {m['features/linear_acc']:.3f} "
+            f"| {m['features/knn_acc']:.3f} | {'-' if entropy is None else f'{entropy:.2f}'} "
+            f"| {m.get('val/rankme', float('nan')):.1f} | {run['run']['fit_seconds'] / 60:.1f} |"
+        )
+        print(lines[-1], flush=True)
+    text = [
+        "# DINO recipe search on mnist5k",
+        "",
+        f"Written by `python scripts/dino_recipe_search.py {' '.join(sys.argv[1:])}` on "
+        f"{datetime.date.today()}: {cpu_model()}, {os.cpu_count()} CPU cores, torch "
+        f"{torch.__version__}, no GPU. Each variant: `experiment=dino_mnist "
+        f"trainer.max_epochs={EPOCHS}` plus its overrides, seed {args.seed}; linear and kNN are "
+        "the run's end-of-run frozen-feature table of the teacher (test split, 100 % labels). "
+        f"Baselines of the same protocol: raw pixels {fmt([base['baseline/pixels_linear_acc']])}"
+        f" linear / {fmt([base['baseline/pixels_knn_acc']])} kNN, a random encoder "
+        f"{fmt([base['baseline/random_linear_acc']])} / {fmt([base['baseline/random_knn_acc']])}.",
+        "",
+        *lines,
+        "",
+        READING,
+    ]
+    out = ROOT / "results" / "dino_recipe_search.md"
+    out.write_text("\n".join(text) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""Imports only go down: each package of src/trainlab on a floor, and no module imports from a
+package on a higher floor (read from the source, not by importing it)."""
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "trainlab"
+# Lowest first. A package imports from its own floor or the floors below it.
+FLOORS = [
+    ["utils"],
+    ["optim", "data"],
+    ["model.networks"],
+    ["evaluation"],
+    ["model"],
+    ["callbacks", "logger", "strategy", "trainer"],
+    ["run"],
+    ["train", "eval", "runs", "bench", "trainlab"],  # entry points, benchmarks, the package
+]
+FLOOR = {name: i for i, names in enumerate(FLOORS) for name in names}
+
+
+def package(module: str) -> str:
+    """trainlab.model.networks.vit -> model.networks; trainlab.run.preflight -> run."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return "trainlab"
+    if parts[:2] == ["model", "networks"]:
+        return "model.networks"
+    return parts[0]
+
+
+def imports(path: Path):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("trainlab"):
+            yield node.module, node.lineno
+        elif isinstance(node, ast.Import):
+            yield from ((a.name, node.lineno) for a in node.names if a.name.startswith("trainlab"))
+
+
+def test_every_import_between_packages_goes_down_a_floor_or_stays():
+    upward = []
+    for path in SRC.rglob("*.py"):
+        module = ".".join(path.relative_to(SRC.parent).with_suffix("").parts)
+        mine = package(module.removesuffix(".__init__"))
+        assert mine in FLOOR, f"{path}: package {mine} has no floor in FLOORS"
+        for target, line in imports(path):
+            theirs = package(target)
+            if FLOOR[theirs] > FLOOR[mine]:
+                upward.append(f"{path.relative_to(SRC)}:{line} ({mine}) imports {target}")
+    assert not upward, "\n".join(upward)
