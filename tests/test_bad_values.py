@@ -128,6 +128,10 @@ ROWS = [
     ("callbacks.model_checkpoint.save_top_k=-2", "callbacks.model_checkpoint cannot be built"),
     ("callbacks.model_checkpoint.mode=maximum", "callbacks.model_checkpoint cannot be built"),
     ("experiment=digits_classifier data.num_classes=5", "Target"),
+    # found by the first batch only: views the encoder cannot take
+    ("experiment=vicreg_digits data.views=[{{size:10}},{{size:10}}]", "the first training batch"),
+    ("experiment=vicreg_digits data.views=[{{size:0}},{{size:0}}]", "the first training batch"),
+    ("run_name=" + "a" * 300, "choose a shorter run_name"),
 ]
 
 

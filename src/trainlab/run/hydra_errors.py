@@ -8,10 +8,12 @@ refuses the run dir Hydra makes (read-only, full) is one line too.
 """
 
 import difflib
+import errno
 import functools
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from hydra.errors import (
     ConfigCompositionException,
@@ -82,6 +84,15 @@ def one_line_hydra_errors(main: Callable) -> Callable:
             )
             sys.exit(UserError.exit_code)
         except OSError as error:  # Hydra makes the run dir before the task starts
+            if error.errno == errno.ENAMETOOLONG and error.filename:
+                name = max(Path(str(error.filename)).parts, key=len)
+                print(
+                    f"error: a run dir name of {len(name)} characters ({name[:40]}...) is "
+                    "longer than the file system allows (255 bytes): choose a shorter run_name",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                sys.exit(UserError.exit_code)
             if (disk := storage_error(error)) is None:
                 raise
             print(f"error: {disk}", file=sys.stderr, flush=True)
