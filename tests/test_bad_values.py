@@ -132,6 +132,9 @@ ROWS = [
     ("experiment=vicreg_digits data.views=[{{size:10}},{{size:10}}]", "the first training batch"),
     ("experiment=vicreg_digits data.views=[{{size:0}},{{size:0}}]", "the first training batch"),
     ("run_name=" + "a" * 300, "choose a shorter run_name"),
+    ("peak_tflops=abc", "peak_tflops='abc' is not valid"),
+    ("peak_tflops=-1", "peak_tflops=-1 is not valid"),
+    ("callbacks.progress_bar.lines_per_epoch=0", "callbacks.progress_bar.lines_per_epoch=0"),
 ]
 
 

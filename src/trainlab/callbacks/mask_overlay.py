@@ -6,6 +6,7 @@ from torchvision.utils import make_grid
 
 from trainlab.callbacks.pictures import enlarge, publish
 from trainlab.model.networks.masks import step_generator
+from trainlab.utils.ranges import Count
 from trainlab.utils.seeding import run_seed
 
 # Context in translucent blue; each target block in its own colour.
@@ -51,7 +52,7 @@ class MaskOverlay(Callback):
     """Each validation epoch: draw the masks of a fixed step over the first validation
     images, log the picture to TensorBoard / W&B, and keep the latest as a PNG in the run dir."""
 
-    def __init__(self, num_images: int = 16, dirname: str = "pictures"):
+    def __init__(self, num_images: Count = 16, dirname: str = "pictures"):
         self.num_images, self.dirname = num_images, dirname
 
     def on_validation_epoch_end(self, trainer, pl_module):

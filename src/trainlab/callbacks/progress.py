@@ -14,6 +14,8 @@ import time
 
 from lightning.pytorch.callbacks import ProgressBar, RichProgressBar
 
+from trainlab.utils.ranges import Count, NonNegativeInt
+
 
 def _duration(seconds: float) -> str:
     m, s = divmod(int(seconds), 60)
@@ -50,7 +52,7 @@ class TrainLoss:
 class LineProgressBar(ProgressBar):
     """Prints ``epoch e/E | step s/S | metrics | elapsed | ETA`` a few times per epoch."""
 
-    def __init__(self, lines_per_epoch: int = 4):
+    def __init__(self, lines_per_epoch: Count = 4):
         super().__init__()
         self.lines_per_epoch = lines_per_epoch
         self._enabled = True
@@ -112,7 +114,7 @@ class RichBar(RichProgressBar):
         return self.train_loss(super().get_metrics(trainer, pl_module))
 
 
-def progress_bar(refresh_rate: int = 1, lines_per_epoch: int = 4) -> ProgressBar:
+def progress_bar(refresh_rate: NonNegativeInt = 1, lines_per_epoch: Count = 4) -> ProgressBar:
     """The rich bar on an interactive terminal, plain lines otherwise (CI, SLURM, pipes)."""
     if sys.stdout.isatty():
         return RichBar(refresh_rate=refresh_rate)

@@ -16,12 +16,13 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from trainlab.utils.logging import get_logger
+from trainlab.utils.ranges import NonNegative
 
 log = get_logger(__name__)
 
 
 class RankConsistency(Callback):
-    def __init__(self, filename: str = "rank_consistency.json", atol: float = 0.0):
+    def __init__(self, filename: str = "rank_consistency.json", atol: NonNegative = 0.0):
         self.filename, self.atol = filename, atol
         self.initial: dict[str, float] = {}
         self.masks = torch.zeros((), dtype=torch.float64)  # weighted sum of drawn indices

@@ -17,6 +17,8 @@ from lightning.fabric.utilities.throughput import get_available_flops
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.callbacks.throughput_monitor import _plugin_to_compute_dtype
 
+from trainlab.utils.ranges import Positive
+
 # Dense bf16/fp16 peaks (TFLOP/s) that Lightning's table gets wrong. It names the H200 by
 # form factor ("h200 sxm1"), which torch's device name ("NVIDIA H200") lacks, so it finds
 # none, and its "h200 sxm1" entry is the sparse peak (2,000). The H200's tensor cores and
@@ -38,7 +40,7 @@ class RunStats(Callback):
     """``peak_tflops``: the device's peak for MFU; None takes the GPU's dense peak for the
     run's precision (peak_tflops() below; none for CPUs: give it, per device)."""
 
-    def __init__(self, peak_tflops: float | None = None):
+    def __init__(self, peak_tflops: Positive | None = None):
         self.peak_tflops = peak_tflops
         self.fit_seconds = 0.0
         self.total = {"samples": 0, "tokens": 0, "flops": 0}

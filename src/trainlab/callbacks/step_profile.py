@@ -24,6 +24,8 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from torch.profiler import ProfilerActivity, profile
 
+from trainlab.utils.ranges import Count, NonNegativeInt
+
 
 def busy_fraction(intervals: list[tuple[float, float]], wall: float) -> float:
     """The length of the union of ``intervals`` over ``wall`` (same unit)."""
@@ -46,7 +48,7 @@ def caller(stack: list[traceback.FrameSummary]) -> str:
 
 
 class StepProfile(Callback):
-    def __init__(self, start: int = 50, steps: int = 5, top: int = 12):
+    def __init__(self, start: NonNegativeInt = 50, steps: Count = 5, top: Count = 12):
         self.start, self.steps, self.top = start, steps, top
         self._stack: ExitStack | None = None
         self._syncs: Counter = Counter()  # by the line that synced

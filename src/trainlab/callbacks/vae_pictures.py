@@ -6,13 +6,14 @@ from torchvision.utils import make_grid
 
 from trainlab.callbacks.pictures import enlarge, publish
 from trainlab.model.vae import EVAL_SEED
+from trainlab.utils.ranges import Count
 
 
 class VAEPictures(Callback):
     """pictures/reconstructions.png (row pairs: inputs as the model sees them, then their
     reconstructions) and pictures/samples.png (decoded z ~ N(0, I), fixed z every epoch)."""
 
-    def __init__(self, num_images: int = 16):
+    def __init__(self, num_images: Count = 16):
         self.num_images = num_images
 
     @torch.no_grad()

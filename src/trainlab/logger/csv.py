@@ -17,6 +17,8 @@ from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 
+from trainlab.utils.ranges import Count
+
 
 class AppendingExperimentWriter(ExperimentWriter):
     def _check_log_dir_exists(self) -> None:
@@ -26,7 +28,7 @@ class AppendingExperimentWriter(ExperimentWriter):
 
 
 class ResumableCSVLogger(CSVLogger):
-    def __init__(self, *args, flush_logs_every_n_steps: int = 1, **kwargs):
+    def __init__(self, *args, flush_logs_every_n_steps: Count = 1, **kwargs):
         super().__init__(*args, flush_logs_every_n_steps=flush_logs_every_n_steps, **kwargs)
 
     @property

@@ -7,6 +7,7 @@ the schema is the signature of each ``_target_``, so that is what is checked her
 
 import functools
 import inspect
+import math
 import types
 import typing
 from pathlib import Path
@@ -235,6 +236,12 @@ def check_config(
     seed = cfg.get("seed")
     if _number(seed) and not 0 <= seed < 2**32:
         raise ConfigError(f"seed={seed} is not valid: it must be in [0, 2**32) (or null)")
+    peak = cfg.get("peak_tflops")
+    if peak is not None and not (_number(peak) and math.isfinite(peak) and peak > 0):
+        raise ConfigError(
+            f"peak_tflops={peak!r} is not valid: give the GPU's dense bf16 TFLOP/s, a number "
+            "above 0 (e.g. peak_tflops=989 for an H100), or null"
+        )
     data = cfg.get("data")
     if isinstance(data, DictConfig) and _number(data.get("in_chans")):
         for key in ("mean", "std"):
