@@ -13,8 +13,9 @@ from torch.nn.utils.parametrizations import weight_norm
 
 
 class ProjectionHead(nn.Module):
-    """(B, in_dim) -> (B, out_dim): ``layers`` linear layers (GELU between) to ``bottleneck``,
-    L2-normalised, then the prototypes."""
+    """(B, in_dim) -> (B, out_dim): ``layers`` linear layers (GELU between, after a BatchNorm
+    with ``batch_norm``, as DINO's ``use_bn``) to ``bottleneck``, L2-normalised, then the
+    prototypes."""
 
     def __init__(
         self,
@@ -24,12 +25,18 @@ class ProjectionHead(nn.Module):
         bottleneck: int = 128,
         layers: int = 3,
         norm_last_layer: bool = True,
+        batch_norm: bool = False,
     ):
         super().__init__()
         widths = [in_dim, *[hidden] * (layers - 1), bottleneck]
         mlp: list[nn.Module] = []
         for i, (a, b) in enumerate(zip(widths, widths[1:], strict=False)):
-            mlp += [nn.Linear(a, b)] + ([nn.GELU()] if i < layers - 1 else [])
+            mlp.append(nn.Linear(a, b))
+            if i < layers - 1:
+                # Batch statistics only, no running ones: no state that a forward moves, the
+                # same normalisation for student and teacher, train or eval.
+                norm = nn.BatchNorm1d(b, track_running_stats=False) if batch_norm else None
+                mlp += [norm, nn.GELU()] if norm else [nn.GELU()]
         self.mlp = nn.Sequential(*mlp)
         for layer in self.mlp:
             if isinstance(layer, nn.Linear):
