@@ -59,6 +59,11 @@ def describe(error: HydraException, script: str) -> str:
     return f"{'; '.join(lines)} (python {script} --help lists the groups and options)"
 
 
+def refuse(message: str, code: int = UserError.exit_code) -> None:
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
 def one_line_hydra_errors(main: Callable) -> Callable:
     """Wrap a ``@hydra.main`` function so that Hydra's own errors print as one line, exit 2."""
 
@@ -71,32 +76,24 @@ def one_line_hydra_errors(main: Callable) -> Callable:
             return main(*args, **kwargs)
         except HydraException as error:
             script = os.path.basename(sys.argv[0]) or "train.py"
-            print(f"error: {describe(error, script)}", file=sys.stderr, flush=True)
-            sys.exit(UserError.exit_code)
+            refuse(describe(error, script))
         except RuntimeError as error:  # a launcher that cannot start here (srun, sbatch)
             if "slurm" not in str(error).lower():
                 raise
-            print(
-                f"error: {str(error).splitlines()[0]}: launcher=slurm submits jobs from a "
-                "SLURM login node; here use launcher=submitit_local (same code path) or local",
-                file=sys.stderr,
-                flush=True,
+            refuse(
+                f"{str(error).splitlines()[0]}: launcher=slurm submits jobs from a SLURM login "
+                "node; here use launcher=submitit_local (same code path) or local"
             )
-            sys.exit(UserError.exit_code)
         except OSError as error:  # Hydra makes the run dir before the task starts
             if error.errno == errno.ENAMETOOLONG and error.filename:
                 name = max(Path(str(error.filename)).parts, key=len)
-                print(
-                    f"error: a run dir name of {len(name)} characters ({name[:40]}...) is "
-                    "longer than the file system allows (255 bytes): choose a shorter run_name",
-                    file=sys.stderr,
-                    flush=True,
+                refuse(
+                    f"a run dir name of {len(name)} characters ({name[:40]}...) is longer than "
+                    "the file system allows (255 bytes): choose a shorter run_name"
                 )
-                sys.exit(UserError.exit_code)
             if (disk := storage_error(error)) is None:
                 raise
-            print(f"error: {disk}", file=sys.stderr, flush=True)
-            sys.exit(disk.exit_code)
+            refuse(str(disk), disk.exit_code)
         finally:
             os.environ.pop("HYDRA_FULL_ERROR", None)
 
