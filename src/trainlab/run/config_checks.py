@@ -2,7 +2,10 @@
 
 Hydra already rejects unknown groups and keys. What it cannot see is a value of the wrong
 type for a class's argument (``trainer.max_epochs=ten``), because the config has no schema:
-the schema is the signature of each ``_target_``, so that is what is checked here.
+the schema is the signature of each ``_target_``, so that is what is checked here: pydantic
+validates each value against its argument's annotation, types and the ranges the class
+declares with annotated_types (trainlab.utils.ranges). What a signature cannot say (rules
+across keys, keys of classes trainlab does not own) is checked by the plain functions below.
 """
 
 import functools
@@ -97,7 +100,10 @@ def check_types(node: DictConfig, path: str) -> None:
     type, or the range its annotation declares (trainlab.utils.ranges), via pydantic."""
     hints = _hints(node["_target_"]) if "_target_" in node else {}
     for key in node:
-        adapter = _adapter(hints[key]) if key in hints else None
+        try:
+            adapter = _adapter(hints[key]) if key in hints else None
+        except TypeError:  # an annotation that cannot be a cache key
+            adapter = _adapter.__wrapped__(hints[key])
         if adapter is None:
             continue
         try:
