@@ -1,7 +1,8 @@
-"""Preflight: build the model and put one real training batch through it before the run dir
-exists, so that a value no check knows by name (a predictor whose heads do not divide its
-width, a view larger than the image, a loss that cannot read the batch) stops the run in one
-line, exit 2, with nothing written, instead of failing minutes later inside a library.
+"""Preflight: build the model, its optimizer, the callbacks and the Trainer, and put one real
+training batch through the model, before the run dir exists, so that a value no check knows
+by name (a predictor whose heads do not divide its width, a view size the patch does not
+divide, AdamW's betas, a Trainer's devices) stops the run in one line, exit 2, with nothing
+written, instead of failing minutes later inside a library.
 
 The model built here is thrown away: its random draws happen inside ``fork_rng``, so the run's
 own model starts from the same weights as without preflight. The batch is read from the train
@@ -80,7 +81,8 @@ def check_run_objects(cfg: DictConfig, model) -> None:
         if isinstance(node, DictConfig) and "_target_" in node:
             built(f"callbacks.{name}", node)
     lightning_log = logging.getLogger("lightning.pytorch")
-    level, lightning_log.level = lightning_log.level, logging.WARNING  # its GPU lines: once
+    level = lightning_log.level
+    lightning_log.setLevel(logging.WARNING)  # the Trainer's "GPU available" lines: once, later
     try:
         strategy = cfg.get("strategy")
         built(
