@@ -39,7 +39,7 @@ def test_the_cnn_patch_stem_keeps_each_token_to_its_own_patch():
     x = torch.randn(2, 1, 28, 28)
     y = x.clone()
     y[0, 0, 6, 7] += 5  # the last row of patch 0, the first column of patch 1 (row-major)
-    changed = (enc.patch_embed(y) - enc.patch_embed(x)).abs().sum(-1)
+    changed = (enc.patch_embed(y) - enc.patch_embed(x)).abs().sum(-1).flatten(1)  # (B, H, W)
     assert changed[0].nonzero().flatten().tolist() == [1] and not changed[1].any()
     assert enc(x).shape == (2, 16, 192) and enc.grid == (4, 4)
 
@@ -94,7 +94,7 @@ def test_last4_features_match_the_hand_written_forward():
     enc = ViTEncoder(img_size=16, patch_size=4, in_chans=1, size="vit_tiny", depth=5).eval()
     x = torch.randn(3, 1, 16, 16)
     with torch.no_grad():
-        tokens = enc.norm_pre(enc.patch_embed(x) + enc.pos_embed)
+        tokens = enc.norm_pre(enc.patch_embed(x).flatten(1, 2) + enc.pos_embed)  # NHWC: any size
         expected = []
         for i, block in enumerate(enc.blocks):
             tokens = block(tokens)
