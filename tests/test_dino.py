@@ -84,6 +84,7 @@ def test_the_centre_is_the_global_batchs_mean_on_every_rank():
     assert torch.equal(out[0], expected) and torch.equal(out[1], expected)
 
 
+@pytest.mark.slow  # three train.py runs: make test keeps its 10 minutes
 def test_sigterm_then_resume_gives_the_same_losses_bitwise(tmp_path, monkeypatch, capfd):
     """The centre is checkpointed with the model and moved by training steps alone: a run
     stopped at step 3 and resumed logs the uninterrupted run's losses, bitwise."""
