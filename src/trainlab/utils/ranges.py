@@ -15,7 +15,6 @@ Count = Annotated[int, Ge(1)]  # at least one (blocks, heads, neighbours, images
 NonNegativeInt = Annotated[int, Ge(0)]
 Positive = Annotated[float, Gt(0)]
 NonNegative = Annotated[float, Ge(0)]  # a loss weight, a decay, a warm-up length
-Fraction = Annotated[float, Interval(ge=0, le=1)]
 PositiveFraction = Annotated[float, Interval(gt=0, le=1)]  # a share that keeps some
 OpenFraction = Annotated[float, Interval(gt=0, lt=1)]  # a ratio that must keep and drop some
 Momentum = Annotated[float, Interval(ge=0, le=1)]

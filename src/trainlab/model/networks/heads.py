@@ -11,6 +11,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.parametrizations import weight_norm
 
+from trainlab.utils.ranges import Count
+
 
 class ProjectionHead(nn.Module):
     """(B, in_dim) -> (B, out_dim): ``layers`` linear layers (GELU between, after a BatchNorm
@@ -20,10 +22,10 @@ class ProjectionHead(nn.Module):
     def __init__(
         self,
         in_dim: int,
-        out_dim: int = 1024,
-        hidden: int = 512,
-        bottleneck: int = 128,
-        layers: int = 3,
+        out_dim: Count = 1024,
+        hidden: Count = 512,
+        bottleneck: Count = 128,
+        layers: Count = 3,
         norm_last_layer: bool = True,
         batch_norm: bool = False,
     ):
@@ -43,10 +45,10 @@ class ProjectionHead(nn.Module):
                 nn.init.trunc_normal_(layer.weight, std=0.02)
                 nn.init.zeros_(layer.bias)
         self.prototypes = weight_norm(nn.Linear(bottleneck, out_dim, bias=False))
-        norm = self.prototypes.parametrizations.weight.original0
+        row_norm = self.prototypes.parametrizations.weight.original0
         with torch.no_grad():
-            norm.fill_(1.0)
-        norm.requires_grad_(not norm_last_layer)
+            row_norm.fill_(1.0)
+        row_norm.requires_grad_(not norm_last_layer)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.prototypes(F.normalize(self.mlp(x), dim=-1))
