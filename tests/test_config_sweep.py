@@ -20,7 +20,7 @@ import trainlab.train
 # The experiments that run offline (the others' data must be downloaded first: every
 # mutation there would be refused for the data, and say nothing).
 EXPERIMENTS = ["default", "ijepa_digits", "vicreg_digits", "mae_digits", "vae_digits",
-               "digits_classifier"]  # fmt: skip
+               "digits_classifier", "dino_digits"]  # fmt: skip
 # Where a mutation says nothing about the config: where runs and logs go, Hydra's own node.
 SKIP = ("hydra.", "paths.", "logger.", "run_name", "task_name")
 RUN = [*FAST, "trainer.max_steps=1", "test=false"]
