@@ -105,7 +105,7 @@ def sweep(examples: int):
     return decorate
 
 
-@sweep(12)
+@sweep(6)
 def test_a_sample_of_mutations_runs_or_is_refused_naming_the_key(case, tmp_path_factory, capfd):
     run_mutation(tmp_path_factory.getbasetemp() / "sweep", *case, capfd)
 

@@ -77,6 +77,7 @@ def _centre_rank(rank: int, port: int, out: dict) -> None:
     dist.destroy_process_group()
 
 
+@pytest.mark.slow  # two processes: make test keeps its 10 minutes
 def test_the_centre_is_the_global_batchs_mean_on_every_rank():
     out = mp.Manager().dict()
     mp.spawn(_centre_rank, args=(free_port(), out), nprocs=2)
