@@ -32,7 +32,7 @@ def views(batch=16):
 
 
 def test_the_loss_changes_no_state_and_the_training_step_moves_the_centre(tmp_path):
-    """The memory estimate, the FLOP count and preflight call loss(): DINO's centre moved at
+    """The memory estimate and preflight call loss() at every start: DINO's centre moved at
     every start and a resumed run differed from step 9 on (issue 49). Now only the training
     step's update_state moves it."""
     model = small_dino(tmp_path)

@@ -82,9 +82,14 @@ class DINO(SelfSupervised):
         h = self.hparams
         with torch.no_grad():
             self.target_encoder.eval()
-            teacher = [self.target_head(self.target_encoder.pooled(v)) for v in views[:g]]
+            # The first global view through the teacher once: its last block's pooled tokens
+            # (after the final norm: what ``pooled`` gives) feed the head, all of them the
+            # monitors (``monitored_features``, as the evaluated network is the teacher).
+            layers = self.target_encoder.pooled_layers(views[0], self.monitored_blocks)
+            features = torch.cat(layers, dim=1)
+            pooled = [layers[-1], *(self.target_encoder.pooled(v) for v in views[1:g])]
+            teacher = [self.target_head(p) for p in pooled]
             targets = [F.softmax((t - self.center.value) / h.teacher_temp, dim=-1) for t in teacher]
-            features = self.monitored_features(views[0])
         student = [
             F.log_softmax(self.head(self.encoder.pooled(v)) / h.student_temp, dim=-1) for v in views
         ]

@@ -4,7 +4,7 @@ one ``loss(images, generator) -> (loss, features)``.
 The base owns:
 - the online monitors (linear probe and kNN fitted on a bank of training features gathered
   over ranks, collapse statistics) on the detached ``features`` the loss returns
-  (model/evaluation/online.py);
+  (evaluation/online.py);
 - one AdamW over the ``trained`` networks (weight decay on matrices only);
 - per-optimizer-step LR, weight-decay and (optionally) EMA-momentum schedules;
 - the EMA of target networks (``ema_pairs``) after every optimizer step;
@@ -126,9 +126,9 @@ class SelfSupervised(L.LightningModule):
 
     def update_state(self) -> None:
         """State a training step moves besides the weights (a centre, a queue): training_step
-        calls it after ``loss``; the probes that call ``loss`` (memory estimate, FLOP count,
-        preflight) do not, so a start or a resume leaves it where it was. ``loss`` itself
-        must not change state."""
+        calls it after ``loss``; the others that call ``loss`` (the memory estimate, preflight,
+        validation through ``evaluate``) do not, so a start or a resume leaves it where it
+        was. ``loss`` itself must not change state."""
 
     def monitored_features(self, images: torch.Tensor) -> torch.Tensor:
         """The monitors' features of a batch (B, monitored_blocks * D): the last blocks of the
