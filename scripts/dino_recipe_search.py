@@ -42,6 +42,10 @@ VARIANTS: dict[str, list[str]] = {
     "head_bn": ["model.head.batch_norm=true"],
     "head_bn_lr_2.5e-4": ["model.head.batch_norm=true", "model.optimizer.lr=2.5e-4"],
     "head_bn_out_256": ["model.head.batch_norm=true", "model.head.out_dim=256"],
+    # 10 epochs are 310 steps: at momentum 0.996 the teacher (what is evaluated) keeps
+    # exp(-310 / 250) = 29 % of its random initialisation. A faster teacher:
+    "ema_0.99": ["model.ema=[0.99,1.0]"],
+    "ema_0.98": ["model.ema=[0.98,1.0]"],
 }
 
 READING = """\

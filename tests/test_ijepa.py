@@ -58,6 +58,17 @@ def test_a_schedule_scale_stretches_the_schedules_past_the_run_but_not_the_warm_
     assert at[2.0][100]["ema"] < 1.0 and at[2.0][100]["lr"] > 10 * at[1.0][100]["lr"]
 
 
+def test_the_ema_schedule_shape_is_config(tmp_path):
+    from types import SimpleNamespace
+
+    model, _ = tiny_ijepa(tmp_path, "model.ema_shape=cosine", "model.schedule_scale=1")
+    model._trainer = SimpleNamespace(estimated_stepping_batches=100, max_epochs=10)
+    ema = [model.schedules(step)["ema"] for step in (0, 25, 50, 100)]
+    assert ema == pytest.approx([cosine(s, 100, *model.hparams.ema) for s in (0, 25, 50, 100)])
+    assert ema[1] != pytest.approx(linear(25, 100, *model.hparams.ema))  # not the linear one
+    assert ema[0] == pytest.approx(0.996) and ema[-1] == pytest.approx(1.0)
+
+
 def test_ema_steps_once_per_optimizer_step_under_accumulation(tmp_path, monkeypatch):
     model, data = tiny_ijepa(tmp_path)
     momenta = []

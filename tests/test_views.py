@@ -84,7 +84,7 @@ def vicreg(seed: int = 0) -> VICReg:
     # depth 1: one linear layer. BatchNorm's statistics would be per rank on CPUs, where
     # torch's SyncBatchNorm does not run (it runs on GPUs: trainer.sync_batchnorm=true).
     expander = lambda in_dim: Expander(in_dim, width=32, depth=1)  # noqa: E731
-    return VICReg(encoder, expander, torch.optim.AdamW, num_classes=10)
+    return VICReg(encoder, expander, optimizer=torch.optim.AdamW, num_classes=10)
 
 
 def global_batch():

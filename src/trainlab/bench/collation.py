@@ -52,7 +52,7 @@ def vit_small_ijepa():
         ViTEncoder(img_size=224, patch_size=16, in_chans=3, size="vit_small"),
         partial(Predictor, pred_dim=192, depth=6, num_heads=6),
         partial(MultiBlockMaskGenerator, min_keep=10),
-        partial(torch.optim.AdamW, lr=1e-4),
+        optimizer=partial(torch.optim.AdamW, lr=1e-4),
         num_classes=10,
     )
 

@@ -32,6 +32,6 @@ def make_ijepa(
             grad_checkpointing=grad_checkpointing,
         ),
         partial(MultiBlockMaskGenerator, min_keep=min_keep, fixed_shapes=fixed_shapes),
-        partial(torch.optim.AdamW, lr=1e-3),
+        optimizer=partial(torch.optim.AdamW, lr=1e-3),
         num_classes=10,
     )

@@ -12,16 +12,7 @@ from trainlab.model.networks.running_mean import RunningMean
 from trainlab.model.networks.teacher import teacher_of
 from trainlab.model.networks.vit import ViTEncoder
 from trainlab.model.self_supervised import SelfSupervised
-from trainlab.utils.ranges import (
-    Count,
-    DecaySchedule,
-    EmaSchedule,
-    LrSchedule,
-    Momentum,
-    NonNegative,
-    Positive,
-    ScheduleScale,
-)
+from trainlab.utils.ranges import Count, EmaSchedule, Momentum, NonNegative, Positive
 
 
 class DINO(SelfSupervised):
@@ -42,26 +33,15 @@ class DINO(SelfSupervised):
         self,
         encoder: ViTEncoder,
         head,
-        optimizer,
-        num_classes: Count,
         global_views: Count = 2,
         student_temp: Positive = 0.1,
         teacher_temp: Positive = 0.04,
         center_momentum: Momentum = 0.9,
         freeze_prototypes_epochs: NonNegative = 1,
-        lr: LrSchedule = (0.0, 5e-4, 1e-6),
-        warmup_epochs: NonNegative = 10,
-        weight_decay: DecaySchedule = (0.04, 0.4),
         ema: EmaSchedule = (0.996, 1.0),
-        probe_weight_decay: NonNegative = 1e-5,
-        knn_k: Count = 20,
-        bank_size: Count = 4096,
-        schedule_scale: ScheduleScale = 1.0,
+        **base,
     ):
-        super().__init__(
-            encoder, optimizer, num_classes, lr, warmup_epochs, weight_decay, ema,
-            probe_weight_decay, knn_k, bank_size, schedule_scale,
-        )  # fmt: skip
+        super().__init__(encoder, ema=ema, **base)
         self.head: ProjectionHead = head(in_dim=encoder.embed_dim)
         self.target_encoder = teacher_of(encoder)
         self.target_head = teacher_of(self.head)

@@ -16,14 +16,7 @@ from trainlab.model.networks.view_jitter import random_affine
 from trainlab.model.networks.vit import ViTEncoder, gather_tokens
 from trainlab.model.networks.weights import ijepa_parts, load_into, read_state
 from trainlab.model.self_supervised import SelfSupervised
-from trainlab.utils.ranges import (
-    Count,
-    DecaySchedule,
-    EmaSchedule,
-    LrSchedule,
-    NonNegative,
-    ScheduleScale,
-)
+from trainlab.utils.ranges import Count, EmaSchedule, NonNegative
 
 LOSSES = {"smooth_l1": F.smooth_l1_loss, "l1": F.l1_loss, "l2": F.mse_loss}
 
@@ -97,12 +90,6 @@ class IJEPA(SelfSupervised):
         encoder: ViTEncoder,
         predictor,
         masks,
-        optimizer,
-        num_classes: Count,
-        lr: LrSchedule = (2e-4, 1e-3, 1e-6),
-        warmup_epochs: NonNegative = 40,
-        weight_decay: DecaySchedule = (0.04, 0.4),
-        ema: EmaSchedule = (0.996, 1.0),
         loss: Literal["smooth_l1", "l1", "l2"] = "smooth_l1",
         target_layers: Count = 1,
         target_norm: Literal["layer", "channel", "none"] = "layer",
@@ -110,19 +97,14 @@ class IJEPA(SelfSupervised):
         sigreg: NonNegative = 0.0,
         invariance: NonNegative = 0.0,
         context_jitter: dict | None = None,
-        probe_weight_decay: NonNegative = 1e-5,
-        knn_k: Count = 20,
-        bank_size: Count = 4096,
-        schedule_scale: ScheduleScale = 1.0,
         init_from: str | None = None,
+        ema: EmaSchedule = (0.996, 1.0),
+        **base,
     ):
         # Built before the base's online probe: the order of random initialisations is part
         # of the default job's recorded numbers (tests/fixtures/default_job_trace.json).
         predictor = predictor(grid=encoder.grid, embed_dim=encoder.embed_dim)
-        super().__init__(
-            encoder, optimizer, num_classes, lr, warmup_epochs, weight_decay, ema,
-            probe_weight_decay, knn_k, bank_size, schedule_scale,
-        )  # fmt: skip
+        super().__init__(encoder, ema=ema, **base)
         self.predictor: Predictor = predictor
         self.masks: MultiBlockMaskGenerator = masks(grid=encoder.grid)
         self.target_encoder = teacher_of(encoder)

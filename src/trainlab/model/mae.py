@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from trainlab.model.networks.mae import patchify, random_masks
 from trainlab.model.networks.vit import ViTEncoder, gather_tokens
 from trainlab.model.self_supervised import SelfSupervised
-from trainlab.utils.ranges import Count, DecaySchedule, LrSchedule, NonNegative, OpenFraction
+from trainlab.utils.ranges import OpenFraction
 
 
 class MAE(SelfSupervised):
@@ -24,21 +24,11 @@ class MAE(SelfSupervised):
         self,
         encoder: ViTEncoder,
         decoder,
-        optimizer,
-        num_classes: Count,
         mask_ratio: OpenFraction = 0.75,
         norm_pix_loss: bool = True,
-        lr: LrSchedule = (0.0, 1.5e-4, 0.0),
-        warmup_epochs: NonNegative = 40,
-        weight_decay: DecaySchedule = (0.05, 0.05),
-        probe_weight_decay: NonNegative = 1e-5,
-        knn_k: Count = 20,
-        bank_size: Count = 4096,
+        **base,
     ):
-        super().__init__(
-            encoder, optimizer, num_classes, lr, warmup_epochs, weight_decay, None,
-            probe_weight_decay, knn_k, bank_size,
-        )  # fmt: skip
+        super().__init__(encoder, **base)
         self.patch = encoder.patch_embed.patch_size[0]
         self.decoder = decoder(
             grid=encoder.grid,

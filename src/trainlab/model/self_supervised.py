@@ -23,6 +23,8 @@ Conventions the rest of the template relies on:
   checkpoints by these prefixes.
 """
 
+from typing import Literal
+
 import lightning as L
 import torch
 from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy
@@ -46,13 +48,17 @@ from trainlab.utils.seeding import run_seed
 
 
 class SelfSupervised(L.LightningModule):
-    """Args (all from the config; subclasses add their own networks' arguments):
+    """Args (all from the config). A method names only its own arguments and passes the rest
+    through: ``def __init__(self, encoder, head, temp=0.1, **base)`` then
+    ``super().__init__(encoder, **base)``; these are keyword-only, so the config's keys reach
+    them by name (and preflight checks them against the annotations below):
     encoder: the ViT whose features are monitored and exported.
     optimizer: partial of a torch optimizer, completed with the parameter groups.
     num_classes: for the online probe and kNN only (labels never reach the loss).
     lr: (warm-up start, peak, cosine end) per optimizer step; warmup_epochs: its warm-up.
     weight_decay: (start, end), cosine, on weight matrices only.
-    ema: (start, end) momentum of the targets in ``ema_pairs``, linear; None: no EMA.
+    ema: (start, end) momentum of the targets in ``ema_pairs``; None: no EMA.
+    ema_shape: how the momentum goes from start to end: linear (I-JEPA) or cosine (DINO).
     schedule_scale: the LR, weight-decay and EMA schedules span this many times the run's
         steps, so a run with a scale above 1 stops before they reach their ends (the official
         I-JEPA code's ``ipe_scale``); the warm-up keeps its length in epochs.
@@ -74,12 +80,14 @@ class SelfSupervised(L.LightningModule):
     def __init__(
         self,
         encoder: torch.nn.Module,
+        *,
         optimizer,
         num_classes: Count,
         lr: LrSchedule = (2e-4, 1e-3, 1e-6),
         warmup_epochs: NonNegative = 40,
         weight_decay: DecaySchedule = (0.04, 0.4),
         ema: EmaSchedule | None = None,
+        ema_shape: Literal["linear", "cosine"] = "linear",
         probe_weight_decay: NonNegative = 1e-5,
         knn_k: Count = 20,
         bank_size: Count = 4096,
@@ -227,7 +235,8 @@ class SelfSupervised(L.LightningModule):
             "wd": cosine(step, total, wd0, wd_end),
         }
         if self.hparams.ema is not None:
-            out["ema"] = linear(step, total, *self.hparams.ema)
+            shape = {"linear": linear, "cosine": cosine}[self.hparams.ema_shape]
+            out["ema"] = shape(step, total, *self.hparams.ema)
         return out
 
     def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure=None):

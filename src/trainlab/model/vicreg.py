@@ -8,7 +8,7 @@ from trainlab.model.networks.gather import gather_batch
 from trainlab.model.networks.vicreg import vicreg_terms
 from trainlab.model.networks.vit import ViTEncoder
 from trainlab.model.self_supervised import SelfSupervised
-from trainlab.utils.ranges import Count, DecaySchedule, LrSchedule, NonNegative, ScheduleScale
+from trainlab.utils.ranges import NonNegative
 
 
 class VICReg(SelfSupervised):
@@ -23,23 +23,12 @@ class VICReg(SelfSupervised):
         self,
         encoder: ViTEncoder,
         expander,
-        optimizer,
-        num_classes: Count,
         invariance: NonNegative = 25.0,
         variance: NonNegative = 25.0,
         covariance: NonNegative = 1.0,
-        lr: LrSchedule = (0.0, 1e-3, 1e-6),
-        warmup_epochs: NonNegative = 2,
-        weight_decay: DecaySchedule = (0.05, 0.05),
-        probe_weight_decay: NonNegative = 1e-5,
-        knn_k: Count = 20,
-        bank_size: Count = 4096,
-        schedule_scale: ScheduleScale = 1.0,
+        **base,
     ):
-        super().__init__(
-            encoder, optimizer, num_classes, lr, warmup_epochs, weight_decay, None,
-            probe_weight_decay, knn_k, bank_size, schedule_scale,
-        )  # fmt: skip
+        super().__init__(encoder, **base)
         self.expander = expander(in_dim=encoder.embed_dim)
 
     def loss(self, views, generator: torch.Generator):
