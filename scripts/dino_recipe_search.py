@@ -46,6 +46,8 @@ VARIANTS: dict[str, list[str]] = {
     # exp(-310 / 250) = 29 % of its random initialisation. A faster teacher:
     "ema_0.99": ["model.ema=[0.99,1.0]"],
     "ema_0.98": ["model.ema=[0.98,1.0]"],
+    "ema_0.96": ["model.ema=[0.96,1.0]"],
+    "ema_0.98_cosine": ["model.ema=[0.98,1.0]", "model.ema_shape=cosine"],
 }
 
 READING = """\

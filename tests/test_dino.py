@@ -2,20 +2,14 @@
 resumes bitwise, the centre is the global batch's on every rank, and the head's prototype
 rows keep norm 1."""
 
-import os
-import signal
 
 import hydra
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-from conftest import compose_cfg, free_port, run_in_process
+from conftest import compose_cfg
 
-import trainlab.train
 from trainlab.model.networks.heads import ProjectionHead
 from trainlab.model.networks.masks import step_generator
-from trainlab.model.networks.running_mean import RunningMean
 
 SMALL = ["experiment=dino_digits", "model.encoder.depth=1", "data.batch_size=16"]
 
@@ -66,47 +60,3 @@ def test_the_prototypes_keep_rows_of_norm_one_and_too_few_views_are_refused(tmp_
     assert not head.prototypes.parametrizations.weight.original0.requires_grad
     with pytest.raises(ValueError, match="DINO reads 2 global views"):
         small_dino(tmp_path).loss([torch.randn(2, 1, 16, 16)], step_generator(0, 0, 0))
-
-
-def _centre_rank(rank: int, port: int, out: dict) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=2)
-    centre = RunningMean(3, momentum=0.5)
-    centre.update(torch.full((4, 3), float(rank + 1)))  # rank 0's batch: 1s, rank 1's: 2s
-    out[rank] = centre.value.clone()
-    dist.destroy_process_group()
-
-
-@pytest.mark.slow  # two processes: make test keeps its 10 minutes
-def test_the_centre_is_the_global_batchs_mean_on_every_rank():
-    out = mp.Manager().dict()
-    mp.spawn(_centre_rank, args=(free_port(), out), nprocs=2)
-    expected = torch.full((1, 3), 0.5 * 1.5)  # 0.5 * 0 + 0.5 * mean(1, 2)
-    assert torch.equal(out[0], expected) and torch.equal(out[1], expected)
-
-
-@pytest.mark.slow  # three train.py runs: make test keeps its 10 minutes
-def test_sigterm_then_resume_gives_the_same_losses_bitwise(tmp_path, monkeypatch, capfd):
-    """The centre is checkpointed with the model and moved by training steps alone: a run
-    stopped at step 3 and resumed logs the uninterrupted run's losses, bitwise."""
-    import csv
-
-    job = [
-        *SMALL, "trainer.max_epochs=2", "trainer.limit_train_batches=3",
-        "trainer.limit_val_batches=1", "test=false", "trainer.log_every_n_steps=1",
-        "extras.print_config=false", "features.enabled=false", f"paths.log_dir={tmp_path}",
-    ]  # fmt: skip
-    stop = ["+callbacks.stop._target_=signal_at_step.SignalAtStep", "+callbacks.stop.step=3",
-            "+callbacks.stop.name=SIGTERM"]  # fmt: skip
-
-    def losses(name):
-        path = tmp_path / "train" / "runs" / name / "csv" / "metrics.csv"
-        with path.open() as f:
-            return {r["step"]: r["train/loss_step"] for r in csv.DictReader(f) if r.get("train/loss_step")}  # fmt: skip
-
-    run = lambda *a: run_in_process(trainlab.train.main, ["train.py", *job, *a], monkeypatch)  # noqa: E731
-    assert run("run_name=straight") == 0
-    assert run("run_name=cut", "resume=true", *stop) == 128 + signal.SIGTERM
-    assert run("run_name=cut", "resume=true") == 0
-    assert len(losses("straight")) == 6
-    assert losses("cut") == losses("straight")

@@ -419,7 +419,7 @@ def default_job_trace(tmp_path) -> dict[str, list[str]]:
 
 
 def test_variance_covariance_penalises_collapse_not_spread():
-    from trainlab.model.ijepa import variance_covariance
+    from trainlab.model.networks.vicreg import variance_covariance
 
     g = torch.Generator().manual_seed(0)
     spread = torch.randn(4096, 8, generator=g)
@@ -431,7 +431,7 @@ def test_variance_covariance_penalises_collapse_not_spread():
 
 
 def test_sigreg_is_small_for_a_standard_gaussian_and_large_for_collapse_or_wrong_scale():
-    from trainlab.model.ijepa import sigreg
+    from trainlab.model.networks.sigreg import sigreg
 
     g = torch.Generator().manual_seed(0)
     gaussian = torch.randn(256, 32, generator=g)

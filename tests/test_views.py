@@ -1,16 +1,12 @@
 """Views of an image for joint-embedding methods (data.views), and VICReg on them."""
 
-import json
-import os
 import subprocess
 import sys
 
 import hydra
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-from conftest import ROOT, free_port, make_image_folder, run_cli
+from conftest import ROOT, make_image_folder
 
 from trainlab.data.digits import DigitsDataModule
 from trainlab.data.fake import FakeDataModule
@@ -18,9 +14,7 @@ from trainlab.data.imagefolder import ImageFolderDataModule
 from trainlab.data.mnist5k import MNIST5kDataModule
 from trainlab.data.stream import StreamDataModule
 from trainlab.model.networks.masks import step_generator
-from trainlab.model.networks.vicreg import Expander
 from trainlab.model.networks.vit import ViTEncoder
-from trainlab.model.vicreg import VICReg
 
 # The first view is the single-image path's crop (no flip, no colour); the second a smaller
 # crop at half the size, as multi-crop recipes have.
@@ -76,72 +70,6 @@ def test_views_on_every_data_set_normalise_like_the_single_image(tmp_path):
             assert out.dtype == torch.float32 and torch.equal(out, dm.normalise(view))
         assert torch.equal(normalised[0], single[0]), dm.name  # the single image, to the bit
         assert torch.equal(labels, single[1])
-
-
-def vicreg(seed: int = 0) -> VICReg:
-    torch.manual_seed(seed)
-    encoder = ViTEncoder(img_size=16, patch_size=4, in_chans=1, size="vit_tiny", depth=2)
-    # depth 1: one linear layer. BatchNorm's statistics would be per rank on CPUs, where
-    # torch's SyncBatchNorm does not run (it runs on GPUs: trainer.sync_batchnorm=true).
-    expander = lambda in_dim: Expander(in_dim, width=32, depth=1)  # noqa: E731
-    return VICReg(encoder, expander, optimizer=torch.optim.AdamW, num_classes=10)
-
-
-def global_batch():
-    g = torch.Generator().manual_seed(3)
-    return [torch.randn(8, 1, 16, 16, generator=g) for _ in range(2)]
-
-
-def _rank(rank: int, port: int, out: dict) -> None:
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    model = vicreg()
-    views = [v[rank * 4 : (rank + 1) * 4] for v in global_batch()]
-    loss, _ = model.loss(views, step_generator(0, 0, 0))
-    loss.backward()
-    grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
-    dist.all_reduce(grads)
-    grads /= 2  # what DDP does with each rank's gradients
-    out[rank] = (loss.item(), grads)
-    dist.destroy_process_group()
-
-
-def test_vicreg_on_two_ranks_is_one_rank_on_the_global_batch():
-    """Variance and covariance over the global batch (gather_batch): each of 2 ranks, holding
-    half the batch, computes the loss of one process on all of it, and the gradients DDP
-    averages are that process's gradients."""
-    model = vicreg()
-    loss, _ = model.loss(global_batch(), step_generator(0, 0, 0))
-    loss.backward()
-    grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
-    with mp.Manager() as manager:
-        out = manager.dict()
-        os.environ.pop("MASTER_ADDR", None)
-        mp.spawn(_rank, args=(free_port(), out), nprocs=2, join=True)
-        results = dict(out)
-    for rank in (0, 1):
-        assert results[rank][0] == pytest.approx(loss.item(), rel=1e-5)
-        assert torch.allclose(results[rank][1], grads, rtol=1e-4, atol=1e-6)
-    # and per-rank statistics would not: the halves alone give another loss
-    half, _ = vicreg().loss([v[:4] for v in global_batch()], step_generator(0, 0, 0))
-    assert half.item() != pytest.approx(loss.item(), rel=1e-3)
-
-
-@pytest.mark.slow  # a 2-process run: make test-slow (CI runs it after make test)
-def test_vicreg_trains_on_two_ranks_through_train_py_without_warnings(tmp_path):
-    """experiment=vicreg_digits on 2 CPU ranks, as a user types it: the memory estimate's
-    probe, the gathered loss and the monitors' gather on every rank, then the end-of-run
-    feature table sharded over the ranks, with no warning or traceback on the console."""
-    result = run_cli(
-        "train.py", "experiment=vicreg_digits", "trainer.accelerator=cpu", "trainer.devices=2",
-        "trainer.max_epochs=1", "trainer.limit_train_batches=3", "trainer.limit_val_batches=1",
-        "test=false", "extras.print_config=false", f"paths.log_dir={tmp_path}", "run_name=vic",
-        cwd=tmp_path, timeout=400,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    console = result.stdout + result.stderr
-    assert "Warning" not in console and "Traceback" not in console, console[-3000:]
-    run = json.loads((tmp_path / "train" / "runs" / "vic" / "metrics.json").read_text())
-    assert run["run"]["features_ranks"] == 2 and "features/knn_acc" in run["metrics"]
 
 
 def test_sync_batchnorm_on_cpus_is_refused_before_the_ranks_start(cfg_factory):

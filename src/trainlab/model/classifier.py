@@ -85,7 +85,8 @@ class Classifier(L.LightningModule):
         loss = F.cross_entropy(logits, targets, label_smoothing=self.hparams.label_smoothing)
         self.train_acc(logits, y)
         # No prog_bar: the bars read it themselves, without a host sync per step (callbacks/progress.py).
-        self.log("train/loss", loss, on_step=True, on_epoch=True)
+        # sync_dist: the global batch's loss, a scalar all-reduced on the device (no host sync).
+        self.log("train/loss", loss, on_step=True, on_epoch=True, sync_dist=True)
         self.log("train/acc", self.train_acc, on_step=False, on_epoch=True)
         return loss
 

@@ -8,10 +8,13 @@ import torch
 import torch.nn.functional as F
 
 from trainlab.model.networks.flops import blocks_flops, patch_embed_flops
+from trainlab.model.networks.gather import gather_batch
 from trainlab.model.networks.masks import MultiBlockMaskGenerator
 from trainlab.model.networks.predictor import Predictor
+from trainlab.model.networks.sigreg import sigreg
+from trainlab.model.networks.target_norm import TARGET_NORMS
 from trainlab.model.networks.teacher import teacher_of
-from trainlab.model.networks.vicreg import covariance, variance
+from trainlab.model.networks.vicreg import variance_covariance
 from trainlab.model.networks.view_jitter import random_affine
 from trainlab.model.networks.vit import ViTEncoder, gather_tokens
 from trainlab.model.networks.weights import ijepa_parts, load_into, read_state
@@ -19,52 +22,6 @@ from trainlab.model.self_supervised import SelfSupervised
 from trainlab.utils.ranges import Count, EmaSchedule, NonNegative
 
 LOSSES = {"smooth_l1": F.smooth_l1_loss, "l1": F.l1_loss, "l2": F.mse_loss}
-
-
-def variance_covariance(z: torch.Tensor) -> torch.Tensor:
-    """VICReg's variance and covariance terms on a batch of embeddings (B, D), equally
-    weighted (model/networks/vicreg.py)."""
-    z = z - z.mean(dim=0)
-    return variance(z) + covariance(z)
-
-
-def sigreg(z: torch.Tensor, generator: torch.Generator, slices: int = 256) -> torch.Tensor:
-    """LeJEPA's SIGReg (Balestriero & LeCun 2025) on a batch of embeddings (B, D): how far each
-    of ``slices`` random 1-D projections is from N(0, 1), by the Epps-Pulley statistic (the
-    squared gap between the empirical and the Gaussian characteristic function, weighted by
-    the Gaussian's and integrated over t in [-5, 5]), times B, averaged over the projections.
-    Written here: no dependency of the template ships it. Directions come from the step's
-    generator, so every rank draws the same ones."""
-    directions = torch.randn(z.shape[1], slices, generator=generator).to(z)
-    directions = directions / directions.norm(dim=0)
-    t = torch.linspace(-5, 5, 17, device=z.device, dtype=z.dtype)
-    gaussian_cf = torch.exp(-t.square() / 2)
-    angles = (z @ directions).unsqueeze(-1) * t  # (B, slices, 17)
-    gap = (angles.cos().mean(0) - gaussian_cf).square() + angles.sin().mean(0).square()
-    return torch.trapezoid(gap * gaussian_cf, t, dim=-1).mean() * len(z)
-
-
-def normalise_tokens(x: torch.Tensor) -> torch.Tensor:
-    """Each token of (B, N, D) over its channels (a layer norm without weights): the paper."""
-    return F.layer_norm(x, x.shape[-1:])
-
-
-def standardise_channels(x: torch.Tensor) -> torch.Tensor:
-    """Each channel of (B, N, D) to zero mean and unit variance over the batch's tokens (this
-    rank's)."""
-    flat = x.reshape(-1, x.shape[-1]).float()
-    scale = torch.rsqrt(flat.var(dim=0, unbiased=False) + 1e-6)
-    return ((x - flat.mean(dim=0)) * scale).to(x.dtype)
-
-
-def unnormalised(x: torch.Tensor) -> torch.Tensor:
-    return x
-
-
-# How the regression target is normalised (model.target_norm). Named functions, not lambdas:
-# a module that spawns ranks is pickled. On mnist5k ``channel`` read level with ``layer``
-# (search round 31).
-TARGET_NORMS = {"layer": normalise_tokens, "channel": standardise_channels, "none": unnormalised}
 
 
 class IJEPA(SelfSupervised):
@@ -169,22 +126,33 @@ class IJEPA(SelfSupervised):
         pred = self.predictor(ctx, context, targets)
         # In float32 even under bf16 autocast: the loss is a small difference of features.
         loss = self.loss_fn(pred.float(), target.float())
-        if self.hparams.var_cov:
-            loss = loss + self.hparams.var_cov * variance_covariance(ctx.float().mean(dim=1))
-        if self.hparams.sigreg:
-            loss = loss + self.hparams.sigreg * sigreg(ctx.float().mean(dim=1), generator)
-        if self.hparams.invariance:
-            # C-JEPA's invariance term (Mo & Tong 2024): the pooled context must match the
-            # pooled target features of the whole image (the last block's, no gradient).
-            pooled_target = features[:, -ctx.shape[-1] :].float()
-            invariance = F.mse_loss(ctx.float().mean(dim=1), pooled_target)
-            loss = loss + self.hparams.invariance * invariance
+        loss = loss + self.regularisers(ctx, features, generator)
         if self.training:
             self.log_numbers(
                 {"train/ctx_tokens": float(context.shape[1]), "train/tgt_tokens": float(targets[0].numel())}
             )  # fmt: skip
             self.count_work(len(images), num_tokens, context.shape[1], *targets.shape[1:])
         return loss, features
+
+    def regularisers(
+        self, ctx: torch.Tensor, features: torch.Tensor, generator
+    ) -> torch.Tensor | float:
+        """The optional terms on the pooled context that the recipe searches tried (none is
+        the paper's; results/ijepa_recipe_search.md): VICReg's variance and covariance
+        (``var_cov``, on by default on small data), LeJEPA's SIGReg (``sigreg``) and C-JEPA's
+        invariance to the whole image's target features (``invariance``, Mo & Tong 2024).
+        Batch statistics are the global batch's (``gather_batch``): 2 ranks equal 1 process."""
+        h = self.hparams
+        pooled = ctx.float().mean(dim=1)
+        batch = gather_batch(pooled) if h.var_cov or h.sigreg else pooled
+        total = 0.0
+        if h.var_cov:
+            total = total + h.var_cov * variance_covariance(batch)
+        if h.sigreg:
+            total = total + h.sigreg * sigreg(batch, generator)
+        if h.invariance:  # the last block's pooled target features, no gradient
+            total = total + h.invariance * F.mse_loss(pooled, features[:, -ctx.shape[-1] :].float())
+        return total
 
     def count_work(self, batch: int, n: int, k: int, m: int, t: int) -> None:
         """Tokens and FLOPs of this training step, read by RunStats for tokens/s and MFU:

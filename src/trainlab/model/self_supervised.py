@@ -171,7 +171,8 @@ class SelfSupervised(L.LightningModule):
         gathered = self.all_gather(features.detach()).reshape(-1, features.shape[-1])
         self.online.enqueue(gathered, self.all_gather(labels).reshape(-1))
         # No prog_bar: the bars read it themselves, without a host sync per step (callbacks/progress.py).
-        self.log("train/loss", loss, on_step=True, on_epoch=True)
+        # sync_dist: the global batch's loss, a scalar all-reduced on the device (no host sync).
+        self.log("train/loss", loss, on_step=True, on_epoch=True, sync_dist=True)
         return loss
 
     def _evaluate(self, batch, batch_idx, stage: str):

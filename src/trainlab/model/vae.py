@@ -89,7 +89,9 @@ class VAE(L.LightningModule):
             on_epoch=False,
             prog_bar=False,
         )
-        self.log("train/elbo", -(rec + kl), on_step=False, on_epoch=True, prog_bar=True)
+        self.log(
+            "train/elbo", -(rec + kl), on_step=False, on_epoch=True, prog_bar=True, sync_dist=True
+        )
         return loss
 
     @torch.no_grad()

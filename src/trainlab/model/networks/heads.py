@@ -11,12 +11,13 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.parametrizations import weight_norm
 
+from trainlab.model.networks.global_batch_norm import GlobalBatchNorm1d
 from trainlab.utils.ranges import Count
 
 
 class ProjectionHead(nn.Module):
-    """(B, in_dim) -> (B, out_dim): ``layers`` linear layers (GELU between, after a BatchNorm
-    with ``batch_norm``, as DINO's ``use_bn``) to ``bottleneck``, L2-normalised, then the
+    """(B, in_dim) -> (B, out_dim): ``layers`` linear layers (GELU between, after a BatchNorm over
+    the global batch with ``batch_norm``, as DINO's ``use_bn``) to ``bottleneck``, L2-normalised, then the
     prototypes."""
 
     def __init__(
@@ -35,9 +36,9 @@ class ProjectionHead(nn.Module):
         for i, (a, b) in enumerate(zip(widths, widths[1:], strict=False)):
             mlp.append(nn.Linear(a, b))
             if i < layers - 1:
-                # Batch statistics only, no running ones: no state that a forward moves, the
-                # same normalisation for student and teacher, train or eval.
-                norm = nn.BatchNorm1d(b, track_running_stats=False) if batch_norm else None
+                # Statistics of the global batch only (global_batch_norm.py): no state that a
+                # forward moves, and 2 ranks normalise as one process would.
+                norm = GlobalBatchNorm1d(b) if batch_norm else None
                 mlp += [norm, nn.GELU()] if norm else [nn.GELU()]
         self.mlp = nn.Sequential(*mlp)
         for layer in self.mlp:

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainlab.model.networks.global_batch_norm import GlobalBatchNorm1d
 from trainlab.utils.ranges import Count
 
 
@@ -21,6 +22,13 @@ def covariance(z: torch.Tensor) -> torch.Tensor:
     cov = (z.T @ z) / (len(z) - 1)
     off = cov - torch.diag(torch.diag(cov))
     return off.pow(2).sum() / z.shape[1]
+
+
+def variance_covariance(z: torch.Tensor) -> torch.Tensor:
+    """VICReg's variance and covariance terms on a batch of embeddings (B, D), equally
+    weighted (I-JEPA's ``var_cov``)."""
+    z = z - z.mean(dim=0)
+    return variance(z) + covariance(z)
 
 
 def vicreg_terms(z1: torch.Tensor, z2: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -37,7 +45,8 @@ def vicreg_terms(z1: torch.Tensor, z2: torch.Tensor) -> dict[str, torch.Tensor]:
 
 class Expander(nn.Sequential):
     """VICReg's expander: ``depth`` linear layers of ``width``, BatchNorm and ReLU between
-    them (SyncBatchNorm under DDP with trainer.sync_batchnorm=true)."""
+    them. The BatchNorm's statistics are the global batch's on any backend
+    (global_batch_norm.py); the expander is never evaluated, so it needs no running ones."""
 
     def __init__(self, in_dim: int, width: Count = 1024, depth: Count = 3):
         layers: list[nn.Module] = []
@@ -45,5 +54,5 @@ class Expander(nn.Sequential):
         for i, (a, b) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
             layers.append(nn.Linear(a, b))
             if i < depth - 1:
-                layers += [nn.BatchNorm1d(b), nn.ReLU(inplace=True)]
+                layers += [GlobalBatchNorm1d(b), nn.ReLU(inplace=True)]
         super().__init__(*layers)

@@ -1,0 +1,185 @@
+"""The promises every self-supervised experiment keeps, checked for each file of
+configs/experiment whose model is a ``SelfSupervised`` and whose data needs no download: a new
+method inherits these tests by adding its experiment (README: "Add a self-supervised method").
+
+- 2 CPU ranks, each on half the batch, compute what one process computes on the whole batch:
+  the loss (averaged over ranks, as logged), the gradients (averaged, as DDP does) and the
+  state ``update_state()`` moves (a centre), equal on both ranks. One 2-process job for all.
+- SIGTERM, then ``resume=true``: per-step losses bitwise equal to an uninterrupted run (slow).
+- ``train.py`` on 2 CPU ranks: no warning, no Lightning "recommended" line, no traceback on
+  the console, and equal parameters and buffers on both ranks (RankConsistency) (slow).
+"""
+
+import json
+import os
+import signal
+from functools import cache
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from conftest import CONFIGS, EXPERIMENTS, free_port, run_cli, run_in_process
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.utils import get_class, instantiate
+from omegaconf import OmegaConf
+
+import trainlab.train
+from trainlab.model.networks.masks import Masks, step_generator
+from trainlab.model.self_supervised import SelfSupervised
+
+OFFLINE_DATA = ("trainlab.data.digits.", "trainlab.data.mnist5k.")
+BATCH = 8  # 4 a rank
+
+
+@cache
+def kit() -> dict[str, dict]:
+    """{experiment: its composed config}, for the self-supervised experiments on offline data."""
+    GlobalHydra.instance().clear()
+    found = {}
+    with initialize_config_dir(str(CONFIGS), version_base="1.3"):
+        for name in EXPERIMENTS:
+            cfg = compose("train", overrides=[f"experiment={name}"])
+            model = get_class(cfg.model._target_)
+            if issubclass(model, SelfSupervised) and cfg.data._target_.startswith(OFFLINE_DATA):
+                found[name] = cfg
+    GlobalHydra.instance().clear()
+    return found
+
+
+def test_the_kit_covers_every_family():
+    families = {get_class(cfg.model._target_).__name__ for cfg in kit().values()}
+    assert families == {"IJEPA", "MAE", "VICReg", "DINO"}, families
+
+
+def batch_of(cfg) -> torch.Tensor | list[torch.Tensor]:
+    """A random batch of BATCH images, or of views at their recipes' sizes."""
+    g = torch.Generator().manual_seed(3)
+    shape = lambda size: (BATCH, cfg.data.in_chans, size, size)  # noqa: E731
+    if cfg.data.get("views"):
+        return [torch.randn(shape(v.get("size") or cfg.data.image_size), generator=g) for v in cfg.data.views]  # fmt: skip
+    return torch.randn(shape(cfg.data.image_size), generator=g)
+
+
+def half(images, rank: int, world: int = 2):
+    cut = lambda x: x[rank * len(x) // world : (rank + 1) * len(x) // world]  # noqa: E731
+    return [cut(v) for v in images] if isinstance(images, list) else cut(images)
+
+
+def tiled(masks, world: int = 2):
+    """The masks ``world`` ranks draw for their halves, as one batch: every rank draws from the
+    step's generator for its own batch size, so each half gets the same masks."""
+
+    def draw(batch_size: int, generator: torch.Generator) -> Masks:
+        m = masks(batch_size // world, generator)
+        return Masks(m.context.repeat(world, 1), m.targets.repeat(world, 1, 1))
+
+    return draw
+
+
+def one_step(model_cfg: dict, images, world: int = 1) -> dict:
+    """Loss, gradients and moved state of one training step of a fresh model (seed 0)."""
+    torch.manual_seed(0)
+    model = instantiate(model_cfg)
+    model.train()
+    if world > 1 and callable(getattr(model, "masks", None)):
+        model.masks = tiled(model.masks, world)
+    loss, _ = model.loss(images, step_generator(0, 0, 0))
+    loss.backward()
+    model.update_state()
+    grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    # The monitors' bank is filled by training_step (gathered), not by the loss.
+    state = {n: b.clone() for n, b in model.named_buffers() if not n.startswith("online.")}
+    return {"loss": loss.detach(), "grads": grads, "state": state}
+
+
+def _kit_rank(rank: int, port: int, jobs: dict, out: dict) -> None:
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    for name, (model_cfg, images) in jobs.items():
+        step = one_step(model_cfg, half(images, rank))
+        for key in ("loss", "grads"):  # what DDP and the logged loss average
+            dist.all_reduce(step[key])
+            step[key] /= 2
+        out[(name, rank)] = step
+    dist.destroy_process_group()
+
+
+def test_two_ranks_equal_one_process_on_the_global_batch():
+    """For every kit experiment at once (one start-up): batch statistics (VICReg's variance
+    and covariance, the heads' BatchNorm, I-JEPA's var_cov) are the global batch's, the state a
+    step moves is the global batch's and equal on both ranks."""
+    jobs = {}
+    for name, cfg in kit().items():
+        model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
+        jobs[name] = (model_cfg, batch_of(cfg))
+    with mp.Manager() as manager:
+        out = manager.dict()
+        os.environ.pop("MASTER_ADDR", None)
+        mp.spawn(_kit_rank, args=(free_port(), jobs, out), nprocs=2, join=True)
+        ranks = dict(out)
+    for name, (model_cfg, images) in jobs.items():
+        one = one_step(model_cfg, images, world=2)
+        for rank in (0, 1):
+            got = ranks[(name, rank)]
+            assert got["loss"].item() == pytest.approx(one["loss"].item(), rel=1e-5), name
+            gap = (got["grads"] - one["grads"]).abs().max().item()
+            assert gap <= 1e-4 * one["grads"].abs().max().item(), (name, gap)
+            assert got["state"].keys() == one["state"].keys(), name
+            for key, value in one["state"].items():
+                assert torch.allclose(got["state"][key], value, atol=1e-6), (name, key)
+                assert torch.equal(got["state"][key], ranks[(name, 0)]["state"][key]), (name, key)
+
+
+SHORT = [
+    "trainer.max_epochs=2", "trainer.limit_train_batches=3", "trainer.limit_val_batches=1",
+    "data.batch_size=16", "test=false", "trainer.log_every_n_steps=1",
+    "extras.print_config=false", "features.enabled=false",
+]  # fmt: skip
+
+
+def losses_by_step(run_dir) -> dict[str, str]:
+    import csv
+
+    with (run_dir / "csv" / "metrics.csv").open() as f:
+        return {r["step"]: r["train/loss_step"] for r in csv.DictReader(f) if r.get("train/loss_step")}  # fmt: skip
+
+
+@pytest.mark.slow  # three train.py runs an experiment
+@pytest.mark.parametrize("experiment", list(kit()))
+def test_sigterm_then_resume_gives_the_uninterrupted_losses_bitwise(
+    experiment, tmp_path, monkeypatch
+):
+    """Stopped at step 3 and resumed: every logged step's loss is the uninterrupted run's, to
+    the bit (a method whose loss moved state, or whose state is not checkpointed, fails)."""
+    job = [f"experiment={experiment}", *SHORT, f"paths.log_dir={tmp_path}"]
+    stop = ["+callbacks.stop._target_=signal_at_step.SignalAtStep", "+callbacks.stop.step=3",
+            "+callbacks.stop.name=SIGTERM"]  # fmt: skip
+    run = lambda *a: run_in_process(trainlab.train.main, ["train.py", *job, *a], monkeypatch)  # noqa: E731
+    assert run("run_name=straight") == 0
+    assert run("run_name=cut", "resume=true", *stop) == 128 + signal.SIGTERM
+    assert run("run_name=cut", "resume=true") == 0
+    runs = tmp_path / "train" / "runs"
+    assert len(losses_by_step(runs / "straight")) == 6
+    assert losses_by_step(runs / "cut") == losses_by_step(runs / "straight")
+
+
+RANK_CONSISTENCY = (
+    "+callbacks.rank_consistency._target_=trainlab.callbacks.rank_consistency.RankConsistency"
+)
+
+
+@pytest.mark.slow  # a 2-process train.py run an experiment
+@pytest.mark.parametrize("experiment", list(kit()))
+def test_two_ranks_through_train_py_keep_a_clean_console_and_equal_state(experiment, tmp_path):
+    result = run_cli(
+        "train.py", f"experiment={experiment}", "trainer.accelerator=cpu", "trainer.devices=2",
+        *SHORT, "trainer.max_epochs=1", RANK_CONSISTENCY, f"paths.log_dir={tmp_path}",
+        "run_name=two", cwd=tmp_path, timeout=400,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    console = result.stdout + result.stderr
+    for word in ("Warning", "warn", "recommended", "Traceback"):
+        assert word not in console, console[-3000:]
+    report = json.loads((tmp_path / "train" / "runs" / "two" / "rank_consistency.json").read_text())
+    assert report["world_size"] == 2 and report["consistent"], report
