@@ -169,7 +169,7 @@ class InterruptionCheckpoint(L.Callback):
     def on_exception(self, trainer: L.Trainer, pl_module, exception: BaseException) -> None:
         self._restore_handlers()  # Lightning calls no teardown hook after an exception
         if isinstance(exception, KeyboardInterrupt):  # the second Ctrl-C: stop at once
-            self.stopped_at_once = True  # the run then exits 130 (run/training.py)
+            self.stopped_at_once = True  # the run then exits 130 (run/fit.py)
             log.info("stopped at once by a second Ctrl-C: nothing saved over the checkpoints")
             return
         if isinstance(exception, SIGTERMException):

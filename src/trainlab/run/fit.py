@@ -1,0 +1,107 @@
+"""Fit and test, resumed when asked; how a stopped run exits (128 + signal) and what a
+resumed run's logs drop (the steps it will log again)."""
+
+import signal
+import sys
+from pathlib import Path
+
+import lightning as L
+from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+from omegaconf import DictConfig
+
+from trainlab.callbacks.interruption import InterruptionCheckpoint
+from trainlab.callbacks.optuna_pruning import pruned_epoch
+from trainlab.run import run_dir as rundir
+from trainlab.run.results import final_metrics
+from trainlab.utils.logging import get_logger
+
+log = get_logger(__name__)
+
+
+def stop_after_signal(trainer: L.Trainer, run_dir: Path) -> None:
+    """Exit with 128 + signal, as a process killed by it would: launchers (torchrun, SLURM)
+    then restart or requeue the job instead of taking it for finished."""
+    saver = next((c for c in trainer.callbacks if isinstance(c, InterruptionCheckpoint)), None)
+    signum = (saver.signal if saver else None) or signal.SIGTERM
+    if trainer.is_global_zero and trainer.state.fn == "test":
+        print(
+            f"stopped by {signum.name} during the final test: training had ended, its "
+            f"checkpoints are in {run_dir}/checkpoints; test one with "
+            f"python eval.py ckpt_path={run_dir}/checkpoints/<checkpoint>",
+            file=sys.stderr,
+            flush=True,
+        )
+    elif trainer.is_global_zero:
+        saved = (
+            f"saved {run_dir}/checkpoints/last.ckpt"
+            if saver
+            else "nothing saved (callbacks.interruption is off)"
+        )
+        then = (
+            "submitit requeues the job, which resumes from it with resume=true"
+            if saver and saver.requeues
+            else f"continue with the same command plus run_name={run_dir.name} resume=true"
+        )
+        print(
+            f"stopped by {signum.name} at step {trainer.global_step}: {saved}; {then}",
+            file=sys.stderr,
+            flush=True,
+        )
+    if saver:
+        saver.requeue()  # under submitit: rank 0 requeues the job and exits here
+    raise SystemExit(128 + signum)
+
+
+def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir: Path):
+    """(final metrics, best checkpoint path or ""): fit, resumed when asked, then test the
+    best checkpoint. A SIGTERM exits as the signal would, after last.ckpt is saved."""
+    resume_from = rundir.resume_checkpoint(run_dir) if cfg.get("resume") else None
+    if cfg.get("resume"):
+        log.info(
+            f"resuming from {resume_from}"
+            if resume_from
+            else f"no checkpoint in {run_dir}/checkpoints: starting fresh"
+        )
+    elif cfg.get("resume_from"):
+        resume_from = cfg.resume_from
+        log.info(f"starting from the training state of {resume_from}")
+    try:
+        # weights_only: a checkpoint restores tensors and plain values, never runs code.
+        trainer.fit(model, datamodule=datamodule, ckpt_path=resume_from, weights_only=True)
+        metrics = final_metrics(trainer)
+        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        if cfg.get("test") and pruned_epoch(trainer) is None:  # a pruned trial stops here
+            trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
+            metrics.update(final_metrics(trainer))
+    except SIGTERMException:  # pre-empted: InterruptionCheckpoint saved last.ckpt
+        stop_after_signal(trainer, run_dir)
+    except SystemExit:  # Lightning exits 1 after a KeyboardInterrupt (a second Ctrl-C)
+        saver = next((c for c in trainer.callbacks if isinstance(c, InterruptionCheckpoint)), None)
+        if saver is None or not saver.stopped_at_once:
+            raise
+        print(
+            f"stopped by a second Ctrl-C; continue from the last checkpoint with the same "
+            f"command plus run_name={run_dir.name} resume=true",
+            file=sys.stderr,
+            flush=True,
+        )
+        sys.exit(128 + signal.SIGINT)  # 130, as a shell reports a process Ctrl-C stopped
+    return metrics, best
+
+
+def checkpoint_step(checkpoint: Path) -> int:
+    import torch
+
+    return torch.load(checkpoint, map_location="cpu", mmap=True, weights_only=True)["global_step"]
+
+
+def truncate_logs(trainer: L.Trainer, step: int) -> None:
+    """Drop the rows the run logged from ``step`` on (a kill lands between two checkpoints,
+    or before the first): the resumed run logs those steps again, and each step stays once."""
+    for logger in trainer.loggers:
+        if hasattr(logger, "truncate_from"):
+            logger.truncate_from(step)
+        elif isinstance(logger, TensorBoardLogger) and logger._experiment is None:
+            # TensorBoard's own way: the writer, made on first use, hides events from `step`.
+            logger._kwargs["purge_step"] = step

@@ -1,0 +1,66 @@
+"""The end-of-run table: the feature protocol on a pre-training run's checkpoint."""
+
+import time
+from pathlib import Path
+
+import hydra
+import lightning as L
+from omegaconf import DictConfig
+
+from trainlab.evaluation.checkpoint import bounded_splits, print_ratings, rate_checkpoint
+from trainlab.evaluation.features import Extraction
+from trainlab.evaluation.protocol import choices
+from trainlab.evaluation.protocol import metrics as protocol_metrics
+from trainlab.utils.errors import DataError
+from trainlab.utils.logging import get_logger
+
+log = get_logger(__name__)
+
+
+def rate_frozen_features(
+    cfg: DictConfig, trainer: L.Trainer, ckpt: str, datamodule, metrics: dict
+) -> tuple[dict, dict | None, dict]:
+    """The feature protocol's table for a pre-training run's checkpoint, in the summary:
+    (metrics, chosen, facts for metrics.json's run). Every rank computes its share of the
+    features on its device (evaluation/features.py) before the process group goes away;
+    rank 0 prints."""
+    if not Path(ckpt).is_file():
+        log.info("no checkpoint written (checkpointing off): frozen features not rated")
+        return metrics, None, {}
+    log.info(f"rating the frozen {cfg.features.init_part} of {ckpt} (features.enabled=false skips)")
+    if cfg.data.get("holdout_val") is False:  # an image folder's val/ is also its test split
+        datamodule = hydra.utils.instantiate(cfg.data, holdout_val=True)
+    how = Extraction(
+        device=trainer.strategy.root_device,
+        batch_size=datamodule.eval_batch_size,
+        num_workers=cfg.data.get("num_workers") or 0,
+        rank=trainer.global_rank,
+        world_size=trainer.world_size,
+        all_gather=trainer.strategy.all_gather,
+    )
+    bounds = {k: cfg.features.get(k) for k in ("train_per_class", "eval_per_class")}
+    start = time.monotonic()
+    try:
+        seed = cfg.get("seed") or 0
+        sizes = {k: len(v) for k, v in bounded_splits(datamodule, *bounds.values(), seed).items()}
+        ratings = rate_checkpoint(
+            cfg.model.encoder, ckpt, datamodule, cfg.features.init_part,
+            cfg.features.baselines, seed, how, **bounds,
+        )  # fmt: skip
+    except DataError as error:  # training succeeded: report, do not fail the run
+        log.warning(f"frozen features not rated: {error}")
+        return metrics, None, {}
+    seconds = round(time.monotonic() - start, 1)
+    facts = {
+        "features_seconds": seconds,
+        "features_images": sizes,
+        "features_ranks": how.world_size,
+    }
+    if trainer.is_global_zero:
+        used = ", ".join(f"{k} {n:,}" for k, n in sizes.items())
+        print_ratings(
+            ratings,
+            f"frozen features of {Path(ckpt).name} ({datamodule.name}; images: {used}; "
+            f"{how.world_size} rank(s), {seconds} s)",
+        )
+    return {**metrics, **protocol_metrics(ratings)}, choices(ratings), facts

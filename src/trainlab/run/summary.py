@@ -1,0 +1,52 @@
+"""Rank 0's run summary: the console table and metrics.json."""
+
+from pathlib import Path
+
+import lightning as L
+from omegaconf import DictConfig
+
+from trainlab.callbacks.optuna_pruning import pruned_epoch
+from trainlab.run.results import report
+
+# RunStats' numbers in the run summary (tokens, TFLOP/s and MFU where the module counts them)
+SPEED_ROWS = {
+    "train_samples_per_s": "train samples/s",
+    "train_tokens_per_s": "train tokens/s",
+    "train_tflops_per_s": "train TFLOP/s",
+    "train_mfu": "MFU",
+    "comm_bytes_per_step": "gradient bytes sent/step (per rank)",
+    "other_comm_bytes_per_step": "other bytes sent/step (per rank)",
+    "estimated_peak_gib": "peak memory, estimated (GiB)",
+    "peak_memory_gib": "peak memory, measured (GiB)",
+}
+
+
+def report_run(
+    cfg: DictConfig, trainer: L.Trainer, run_dir: Path, metrics: dict, best: str, run: dict, chosen
+) -> None:
+    """Rank 0's run summary (console table and metrics.json); a pruned trial then raises
+    optuna.TrialPruned, which the sweeper records (hydra_plugins)."""
+    last = run_dir / "checkpoints" / "last.ckpt"
+    pruned_at = pruned_epoch(trainer)
+    name = cfg.get("optimized_metric")
+    report(
+        "run summary",
+        run_dir,
+        metrics,
+        head={"run dir": run_dir, "best checkpoint": best or "-"},
+        tail={
+            **({"pruned after epoch": pruned_at} if pruned_at is not None else {}),
+            "wall time (s)": run["wall_seconds"],
+            "precision": run["precision"],
+            **{label: run[key] for key, label in SPEED_ROWS.items() if key in run},
+        },
+        checkpoints={"best": best or None, "last": str(last) if last.exists() else None},
+        run=run,
+        optimized_metric={"name": name, "value": metrics.get(name) if name else None},
+        **({"chosen": chosen} if chosen else {}),
+        **({"pruned": {"epoch": pruned_at}} if pruned_at is not None else {}),
+    )
+    if pruned_at is not None:
+        import optuna
+
+        raise optuna.TrialPruned(f"pruned after epoch {pruned_at}")
