@@ -85,8 +85,10 @@ class Classifier(L.LightningModule):
         loss = F.cross_entropy(logits, targets, label_smoothing=self.hparams.label_smoothing)
         self.train_acc(logits, y)
         # No prog_bar: the bars read it themselves, without a host sync per step (callbacks/progress.py).
-        # sync_dist: the global batch's loss, a scalar all-reduced on the device (no host sync).
-        self.log("train/loss", loss, on_step=True, on_epoch=True, sync_dist=True)
+        # The step's loss is this rank's: Lightning syncs a value with a barrier first, a
+        # host sync every step on GPUs. The epoch's mean is every rank's, synced once.
+        self.log("train/loss_step", loss, on_step=True, on_epoch=False)
+        self.log("train/loss", loss, on_step=False, on_epoch=True, sync_dist=True)
         self.log("train/acc", self.train_acc, on_step=False, on_epoch=True)
         return loss
 

@@ -16,9 +16,9 @@ from trainlab.utils.ranges import Count
 
 
 class ProjectionHead(nn.Module):
-    """(B, in_dim) -> (B, out_dim): ``layers`` linear layers (GELU between, after a BatchNorm over
-    the global batch with ``batch_norm``, as DINO's ``use_bn``) to ``bottleneck``, L2-normalised, then the
-    prototypes."""
+    """(B, in_dim) -> (B, out_dim): ``layers`` linear layers (GELU between, after a BatchNorm
+    over the global batch with ``batch_norm``, as DINO's ``use_bn``) to ``bottleneck``,
+    L2-normalised, then the prototypes."""
 
     def __init__(
         self,
