@@ -50,7 +50,7 @@ def kit() -> dict[str, dict]:
 
 def test_the_kit_covers_every_family():
     families = {get_class(cfg.model._target_).__name__ for cfg in kit().values()}
-    assert families == {"IJEPA", "MAE", "VICReg", "DINO"}, families
+    assert families >= {"IJEPA", "MAE", "VICReg", "DINO"}, families  # a fork's own join them
 
 
 def batch_of(cfg) -> torch.Tensor | list[torch.Tensor]:
