@@ -141,10 +141,12 @@ class IJEPA(SelfSupervised):
         the paper's; results/ijepa_recipe_search.md): VICReg's variance and covariance
         (``var_cov``, on by default on small data), LeJEPA's SIGReg (``sigreg``) and C-JEPA's
         invariance to the whole image's target features (``invariance``, Mo & Tong 2024).
-        Batch statistics are the global batch's (``gather_batch``): 2 ranks equal 1 process."""
+        In training, batch statistics are the global batch's (``gather_batch``): 2 ranks equal
+        1 process. Validation's are this rank's: ranks may hold different numbers of
+        validation batches (no padding), and a collective there would pair unequal steps."""
         h = self.hparams
         pooled = ctx.float().mean(dim=1)
-        batch = gather_batch(pooled) if h.var_cov or h.sigreg else pooled
+        batch = gather_batch(pooled) if self.training and (h.var_cov or h.sigreg) else pooled
         total = 0.0
         if h.var_cov:
             total = total + h.var_cov * variance_covariance(batch)
