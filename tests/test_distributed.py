@@ -159,9 +159,9 @@ def test_a_ddp_step_sends_the_gradients_and_little_else(tmp_path):
     """A 2-rank ViT-Tiny I-JEPA from train.py: one steady optimizer step, profiled by
     CommCounter, sends the gradients' bytes (all-reduced), the monitors' gather, var_cov's
     gather of the global batch and its backward, and nothing else: no buffer broadcast (the
-    bank), no per-batch agreement of the stop signal. Its
-    end-of-run feature table, sharded over the 2 ranks and bounded per class, reads what one
-    process reads on the same checkpoint and images."""
+    bank), no per-batch agreement of the stop signal. Its end-of-run feature table, sharded
+    over the 2 ranks and bounded per class, reads what one process reads on the same
+    checkpoint and images."""
     result = run_cli(
         "train.py",
         *TWO_CPU_RANKS,
