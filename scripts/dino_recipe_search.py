@@ -64,8 +64,9 @@ What it showed (one seed, 10 epochs each; read a point or two as noise):
   from 0.98 reads level with the linear one (0.918). experiment=dino_mnist takes 0.98, linear.
 - **kNN stays weak**: 0.57 to 0.69 in every variant, far below the raw pixels' 0.936. The
   validation RankMe of the pooled features is 2.4 to 3.4 of 192 in every row (a large offset
-  that every image shares dominates them), 42 to 62 once centred; the faster teachers, which
-  read best, have the lower centred rank (42 to 46 against 58 to 62).
+  that every image shares dominates them), 42 to 62 once centred; the teachers from 0.98 and
+  0.96, which read best, have the lowest centred rank (42 to 46; from 0.99: 53; the slow
+  teacher's rows: 58 to 62).
 - **The uniform collapse, and its cause** (the slow-teacher rows). As first written (with or
   without DINO's frozen prototypes) the teacher's entropy climbs to ln 1024 = 6.93 within 30
   steps and stays: its outputs are uniform. At initialisation the pooled features of any two
