@@ -28,7 +28,7 @@ def train(cfg: DictConfig) -> float | None:
     if GlobalHydra.instance().is_initialized():  # from a command line (not a child rank,
         # which runs rank 0's checked config, nor a test's composed config)
         check_override_types(cfg, "train", list(HydraConfig.get().overrides.task))
-    check_config(cfg, rundir.command_line_overrides(), types=False)
+    check_config(cfg, rundir.command_line_overrides(), imports=False)
     from trainlab.run.training import train as fit  # torch and Lightning: only now
 
     return fit(cfg)

@@ -44,7 +44,7 @@ def accept_run(cfg: DictConfig) -> None:
     """Every check that can refuse the run, before anything is written to its run dir."""
     adopt_submitit_local_ranks()  # before anything asks which rank this is
     adopt_encoder_shape(cfg, rundir.command_line_overrides())  # a probe: its weights' shape
-    check_config(cfg, types=True, values=False)  # the values: trainlab.train, before torch
+    check_config(cfg, values=False)  # the values: trainlab.train, before torch
     check_checkpoints(cfg)
     rundir.refuse_writes_into_other_runs(cfg)
     refuse_multirun_under_torchrun()

@@ -9,18 +9,17 @@ across keys, keys of classes trainlab does not own) is checked by the plain func
 """
 
 import functools
-import inspect
 import math
 import types
 import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from hydra.utils import get_object
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from trainlab.utils.errors import ConfigError
+from trainlab.utils.signatures import annotations, annotations_of
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
@@ -59,23 +58,6 @@ def _describe(annotation: Any) -> str:
     return "null" if annotation is type(None) else getattr(annotation, "__name__", str(annotation))
 
 
-def _hints(target: str) -> dict[str, Any]:
-    """Annotated arguments of a target; for a class, of every ``__init__`` in its MRO,
-    since subclasses often pass ``**kwargs`` through to their base."""
-    try:
-        obj = get_object(target)
-    except Exception:
-        return {}
-    fns = [c.__init__ for c in reversed(obj.__mro__)] if inspect.isclass(obj) else [obj]
-    hints: dict[str, Any] = {}
-    for fn in fns:
-        try:
-            hints.update(typing.get_type_hints(fn, include_extras=True))
-        except Exception:  # unresolvable annotations: nothing to check against
-            pass
-    return hints
-
-
 def _dict_nodes(cfg: Any, path: str):
     """(dotted path, node) for every mapping in ``cfg``, depth first. Children are taken as
     nodes, unresolved: a resolver (``${monitor:...}`` imports the model's class) runs only
@@ -95,10 +77,17 @@ def _has_target(value: Any) -> bool:
     return isinstance(value, list) and any(map(_has_target, value))
 
 
-def check_types(node: DictConfig, path: str) -> None:
+def check_types(node: DictConfig, path: str, imports: bool = True) -> None:
     """Raise ConfigError for a value that the node's ``_target_`` signature refuses: its
-    type, or the range its annotation declares (trainlab.utils.ranges), via pydantic."""
-    hints = _hints(node["_target_"]) if "_target_" in node else {}
+    type, or the range its annotation declares (trainlab.utils.ranges), via pydantic. The
+    signature is the imported target's, or (``imports=False``) its text in
+    trainlab/utils/signatures.json, where the file holds it."""
+    target = node._get_node("_target_") if "_target_" in node else None
+    if target is None or target._is_interpolation():
+        hints = {}  # an interpolated target: resolved (and checked) only where it is built
+    else:
+        target = node["_target_"]
+        hints = annotations_of(target) if imports else (annotations(target) or {})
     for key in node:
         try:
             adapter = _adapter(hints[key]) if key in hints else None
@@ -222,12 +211,13 @@ def check_values(node: DictConfig, path: str) -> None:
 
 
 def check_config(
-    cfg: DictConfig, typed: list[str] = (), types: bool = True, values: bool = True
+    cfg: DictConfig, typed: list[str] = (), values: bool = True, imports: bool = True
 ) -> None:
     """All checks that need no data and no devices. ``typed``: the command line's overrides.
-    The type check imports every ``_target_`` (torch, Lightning), so train.py runs the value
-    checks first (``types=False``: a bad value is refused in a second) and the type check
-    after (``values=False``: the values, and their warnings, once only)."""
+    Importing every ``_target_`` for its signature takes seconds (torch, Lightning), so
+    train.py's light entry checks the signatures kept as text (``imports=False``: a bad
+    value is refused in under a second) and the run checks the imported ones after
+    (``values=False``: the values, and their warnings, once only)."""
     for key in cfg:
         if key == "hydra" or not isinstance(cfg._get_node(key), DictConfig):
             continue  # Hydra's own node (validated by Hydra), and root values
@@ -235,8 +225,8 @@ def check_config(
         for path, node in nodes if values else ():  # first: their messages say more
             check_ranges(node, path)
             check_values(node, path)
-        for path, node in nodes if types else ():
-            check_types(node, path)
+        for path, node in nodes:
+            check_types(node, path, imports)
     if not values:
         return
     seed = cfg.get("seed")

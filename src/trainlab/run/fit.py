@@ -13,13 +13,14 @@ from omegaconf import DictConfig
 from trainlab.callbacks.interruption import InterruptionCheckpoint
 from trainlab.callbacks.optuna_pruning import pruned_epoch
 from trainlab.run import run_dir as rundir
+from trainlab.run.placement import continue_command
 from trainlab.run.results import final_metrics
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
 
 
-def stop_after_signal(trainer: L.Trainer, run_dir: Path) -> None:
+def stop_after_signal(trainer: L.Trainer, run_dir: Path, cfg: DictConfig) -> None:
     """Exit with 128 + signal, as a process killed by it would: launchers (torchrun, SLURM)
     then restart or requeue the job instead of taking it for finished."""
     saver = next((c for c in trainer.callbacks if isinstance(c, InterruptionCheckpoint)), None)
@@ -41,7 +42,7 @@ def stop_after_signal(trainer: L.Trainer, run_dir: Path) -> None:
         then = (
             "submitit requeues the job, which resumes from it with resume=true"
             if saver and saver.requeues
-            else f"continue with the same command plus run_name={run_dir.name} resume=true"
+            else f"continue with the same command plus {continue_command(cfg, run_dir)}"
         )
         print(
             f"stopped by {signum.name} at step {trainer.global_step}: {saved}; {then}",
@@ -75,14 +76,14 @@ def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir
             trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
             metrics.update(final_metrics(trainer))
     except SIGTERMException:  # pre-empted: InterruptionCheckpoint saved last.ckpt
-        stop_after_signal(trainer, run_dir)
+        stop_after_signal(trainer, run_dir, cfg)
     except SystemExit:  # Lightning exits 1 after a KeyboardInterrupt (a second Ctrl-C)
         saver = next((c for c in trainer.callbacks if isinstance(c, InterruptionCheckpoint)), None)
         if saver is None or not saver.stopped_at_once:
             raise
         print(
             f"stopped by a second Ctrl-C; continue from the last checkpoint with the same "
-            f"command plus run_name={run_dir.name} resume=true",
+            f"command plus {continue_command(cfg, run_dir)}",
             file=sys.stderr,
             flush=True,
         )

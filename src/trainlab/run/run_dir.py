@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from trainlab.utils.errors import UserError
 
 RESULT_FILES = ("metrics.json", "checkpoints")
+RUN_MARKER = "meta.json"  # every run writes it at start: a folder holding it is a run dir
 LOCK_FILE = ".lock"
 _held_lock = None  # this process's open lock file: the run dir it writes, held until the run ends
 _HELD, _RUN_LOG = "trainlab-held-records", "trainlab-run-log"  # names of our log handlers
@@ -62,7 +63,7 @@ def owning_run(path: Path, own: Path | None = None) -> Path | None:
     for folder in (path.resolve(), *path.resolve().parents):
         if folder == own:
             return None
-        if (folder / "meta.json").is_file():
+        if (folder / RUN_MARKER).is_file():
             return folder
     return None
 
@@ -272,12 +273,17 @@ def open_run(cfg: DictConfig, resume: bool = False) -> Path:
     return run_dir
 
 
-def remove_if_empty(run_dir: Path) -> None:
-    """Remove a run dir that a refused run left empty (Hydra makes it before the task runs)."""
-    try:
-        run_dir.rmdir()  # only succeeds when empty: nothing of anyone's is lost
-    except OSError:
-        pass
+def remove_if_empty(run_dir: Path, log_dir: Path) -> None:
+    """Remove a run dir that a refused run left empty (Hydra makes it before the task runs),
+    and the empty folders above it that Hydra made with it, up to the log dir."""
+    log_dir = log_dir.resolve()
+    for folder in (run_dir.resolve(), *run_dir.resolve().parents):
+        if folder == log_dir or not folder.is_relative_to(log_dir):
+            return
+        try:
+            folder.rmdir()  # only succeeds when empty: nothing of anyone's is lost
+        except OSError:
+            return
 
 
 def record(run_dir: Path, cfg: DictConfig) -> None:

@@ -66,9 +66,10 @@ def _traceback_to_log_file() -> Path | None:
     return None
 
 
-def _output_dir(cfg: DictConfig) -> Path | None:
+def _dirs(cfg: DictConfig) -> tuple[Path, Path] | None:
+    """(run dir, log dir)."""
     try:
-        return Path(cfg.paths.output_dir)
+        return Path(cfg.paths.output_dir), Path(cfg.paths.log_dir)
     except Exception:  # no paths node, or a ${hydra:...} that cannot resolve here
         return None
 
@@ -107,8 +108,8 @@ def run_task(task: Callable[[DictConfig], object], cfg: DictConfig):
             raise  # not a failure: the Optuna sweeper reads it from the job's return
         user_error = _user_error(e)
         where = _traceback_to_log_file()
-        if where is None and (run_dir := _output_dir(cfg)) is not None:
-            remove_if_empty(run_dir)
+        if where is None and (dirs := _dirs(cfg)) is not None:
+            remove_if_empty(*dirs)
         if user_error is not None:
             print(f"error: {one_line(user_error)}", file=sys.stderr, flush=True)
             sys.exit(UserError.exit_code)

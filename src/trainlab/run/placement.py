@@ -1,0 +1,148 @@
+"""Where a run lives: one decision for train.py, eval.py and multirun sweep dirs, made before
+Hydra creates any folder and before torch is imported.
+
+A run dir lies inside ``paths.log_dir``, is named by plain names (``task_name``, and
+``run_name`` as one name or a path of names), and is neither inside nor above another run's
+dir (a folder holding the ``meta.json`` every run writes at start). A sweep dir follows the
+same rules and, unless its sweeper continues a study there, holds no runs yet. Anything else
+is one line and exit 2, with nothing written.
+
+Hydra creates the run dir before the task starts, and writes a sweep's ``multirun.yaml``
+before its first job, so the decision is a Hydra callback: ``on_run_start`` and
+``on_multirun_start`` come before both. Hydra turns a callback's exception into a warning,
+so a refusal exits here.
+"""
+
+import sys
+from pathlib import Path
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from trainlab.run.run_dir import LOCK_FILE, RESULT_FILES, RUN_MARKER
+from trainlab.utils.errors import ConfigError, UserError
+
+CONTINUES_ITS_DIR = ("hydra_plugins.trainlab_optuna.",)  # the Optuna sweeper: its study dir
+FORBIDDEN_CHARACTERS = set('/\\:*?"<>|') | {chr(c) for c in range(32)}
+
+
+def check_name(key: str, name: object, nested: bool = False) -> None:
+    """A plain folder name (or, ``nested``, a path of plain names joined by ``/``)."""
+    parts = str(name).split("/") if nested else [str(name)]
+    what = "a name or a path of names like a/b" if nested else "a plain name"
+    if name is None or str(name) == "":
+        raise ConfigError(f"{key} is empty: give it {what}, e.g. {key}=my_run")
+    if str(name).startswith("/"):
+        raise ConfigError(
+            f"{key}={name} is an absolute path: give {what}; runs go under paths.log_dir "
+            "(set paths.log_dir to put them elsewhere)"
+        )
+    for part in parts:
+        if part in ("", ".", "..") or FORBIDDEN_CHARACTERS & set(part):
+            raise ConfigError(
+                f"{key}={name} is not {what}: use letters, digits and -_.+=, (no '..', "
+                f"no empty part{', no /' if not nested else ''})"
+            )
+
+
+def check_log_dir(log_dir: Path) -> Path:
+    """``paths.log_dir`` resolved; refused if it, or a folder above it, is a file."""
+    for folder in (log_dir, *log_dir.parents):
+        if folder.exists() and not folder.is_dir():
+            raise ConfigError(
+                f"paths.log_dir={log_dir} cannot hold runs: {folder} is a file; point "
+                "paths.log_dir at a folder"
+            )
+    return log_dir.resolve()
+
+
+def other_run_around(folder: Path) -> tuple[str, Path] | None:
+    """("inside", run) for a run dir above ``folder``, ("above", run) for one below it."""
+    for parent in folder.parents:
+        if (parent / RUN_MARKER).is_file():
+            return "inside", parent
+    if folder.is_dir():
+        for marker in folder.rglob(RUN_MARKER):
+            if marker.parent != folder:
+                return "above", marker.parent
+    return None
+
+
+def check_place(key: str, value: object, folder: Path, log_dir: str) -> Path:
+    """``folder`` (a run or sweep dir, set by ``key=value``) resolved, if it lies inside the
+    log dir and neither inside nor above another run."""
+    root = check_log_dir(Path(log_dir))
+    place = folder.resolve()
+    if place == root or not place.is_relative_to(root):
+        raise ConfigError(
+            f"{key}={value} is not inside paths.log_dir={log_dir}: runs live in their log "
+            "root; set paths.log_dir to move the root, and run_name to name the run"
+        )
+    if (around := other_run_around(place)) is not None:
+        where, run = around
+        raise ConfigError(
+            f"{key}={value} puts this run {where} the run dir {run}: a run's dir holds only "
+            f"itself; choose another {key}"
+        )
+    return place
+
+
+def place_run(config: DictConfig) -> Path:
+    """The run dir of a single run (``hydra.run.dir``), refused unless it is a fit place."""
+    check_name("task_name", config.get("task_name"))
+    check_name("run_name", config.get("run_name"), nested=True)
+    given = any(o.startswith("hydra.run.dir=") for o in config.hydra.overrides.hydra)
+    key = "hydra.run.dir" if given else "run_name"
+    run_dir = Path(config.hydra.run.dir)
+    return check_place(key, run_dir if given else config.run_name, run_dir, config.paths.log_dir)
+
+
+def place_sweep(config: DictConfig) -> Path:
+    """The sweep dir of a multirun (``hydra.sweep.dir``): a fit place that holds no runs yet,
+    unless its sweeper continues a study there."""
+    check_name("task_name", config.get("task_name"))
+    sweep_dir = Path(config.hydra.sweep.dir)
+    if not str(config.hydra.sweeper.get("_target_", "")).startswith(CONTINUES_ITS_DIR):
+        used = [p for name in (*RESULT_FILES, LOCK_FILE) for p in sweep_dir.glob(f"*/{name}")]
+        if used:
+            raise ConfigError(
+                f"sweep dir {sweep_dir} already holds runs "
+                f"({used[0].relative_to(sweep_dir)}{' and more' if len(used) > 1 else ''}): "
+                "its results stay as they are; give the sweep another hydra.sweep.dir"
+            )
+        return check_place("hydra.sweep.dir", sweep_dir, sweep_dir, config.paths.log_dir)
+    root = check_log_dir(Path(config.paths.log_dir))
+    place = sweep_dir.resolve()
+    if place == root or not place.is_relative_to(root):
+        raise ConfigError(f"hydra.sweep.dir={sweep_dir} is not inside paths.log_dir={root}")
+    return place
+
+
+def continue_command(cfg: DictConfig, run_dir: Path) -> str:
+    """The overrides that continue this run: its whole run_name where the run dir is named
+    by it, else the run dir itself (a multirun job)."""
+    named = Path(cfg.paths.log_dir) / str(cfg.task_name) / "runs" / str(cfg.run_name)
+    if named.resolve() == run_dir.resolve():
+        return f"run_name={cfg.run_name} resume=true"
+    return f"hydra.run.dir={run_dir} resume=true"
+
+
+def refuse(error: UserError) -> None:
+    print(f"error: {error}", file=sys.stderr, flush=True)
+    sys.exit(error.exit_code)
+
+
+class Placement(Callback):
+    """Runs ``place_run`` and ``place_sweep`` before Hydra creates the dirs they judge."""
+
+    def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        try:
+            place_run(config)
+        except UserError as error:
+            refuse(error)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        try:
+            place_sweep(config)
+        except UserError as error:
+            refuse(error)
