@@ -29,6 +29,8 @@ def train(cfg: DictConfig) -> float | None:
         # which runs rank 0's checked config, nor a test's composed config)
         check_override_types(cfg, "train", list(HydraConfig.get().overrides.task))
     check_config(cfg, rundir.command_line_overrides(), imports=False)
+    if rundir.is_global_zero():  # a file check: a run dir in use or finished, refused now
+        rundir.guard(Path(cfg.paths.output_dir), resume=cfg.get("resume", False))
     from trainlab.run.training import train as fit  # torch and Lightning: only now
 
     return fit(cfg)

@@ -14,7 +14,13 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 from trainlab.data.low_shot import class_balanced_subset
 from trainlab.data.sampler import SeededSampler
-from trainlab.data.transforms import DeviceNormalisation, MultiView, build_transform, build_view
+from trainlab.data.transforms import (
+    DeviceNormalisation,
+    MultiView,
+    View,
+    build_transform,
+    build_view,
+)
 from trainlab.utils.errors import DataError
 from trainlab.utils.ranges import Bounds, Count, NonNegativeInt, OpenFraction, PositiveFraction
 from trainlab.utils.seeding import call_seeded, run_seed
@@ -50,6 +56,7 @@ class ImageDataModule(L.LightningDataModule):
     """Base class: subclasses implement ``build_splits`` and may override ``prepare_data``."""
 
     name = "images"
+    classes: int | None = None  # the data set's own class count, where it is fixed
 
     def __init__(
         self,
@@ -72,7 +79,7 @@ class ImageDataModule(L.LightningDataModule):
         hflip: bool = False,
         train_fraction: PositiveFraction = 1.0,
         uint8_batches: bool = True,
-        views: Sequence[dict] | None = None,
+        views: Sequence[View] | None = None,
     ):
         super().__init__()
         self.root, self.image_size, self.in_chans = root, image_size, in_chans
@@ -99,7 +106,14 @@ class ImageDataModule(L.LightningDataModule):
 
     # -- to implement -------------------------------------------------------------------
     def check(self) -> None:
-        """Fail fast, before any model is built, when the data cannot be there (cheap checks)."""
+        """Fail fast, before any model is built, when the data cannot be there (cheap checks).
+        A subclass that adds its own calls this one too."""
+        if self.classes is not None and self.num_classes < self.classes:
+            raise DataError(
+                f"data.num_classes={self.num_classes} is below the {self.classes} classes of "
+                f"{self.name}: its labels would not fit the heads; set data.num_classes="
+                f"{self.classes}"
+            )
 
     def build_splits(self) -> tuple[Dataset, Dataset | None, Dataset]:
         """Return (train, val or None, test) of raw (image, label) pairs.
@@ -177,9 +191,11 @@ class ImageDataModule(L.LightningDataModule):
     def _hold_out(self, train: Dataset) -> tuple[Dataset, Dataset]:
         n_val = round(len(train) * self.val_fraction)
         if not 0 < n_val < len(train):
+            size = " (data.train_size)" if hasattr(self, "train_size") else ""
             raise DataError(
-                f"data.val_fraction={self.val_fraction} leaves no train or no val samples "
-                f"out of {len(train)}: choose a value in (0, 1)"
+                f"the train split of {self.name} has {len(train)} samples, too few to hold "
+                f"data.val_fraction={self.val_fraction} of them out for validation and keep "
+                f"some: give it more samples{size}, or change data.val_fraction"
             )
         # Seeded, so train.py and eval.py and every rank see the same split.
         generator = torch.Generator().manual_seed(self.seed)

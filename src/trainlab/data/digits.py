@@ -12,7 +12,7 @@ from trainlab.utils.ranges import OpenFraction
 
 
 class DigitsDataModule(ImageDataModule):
-    name = "digits"
+    name, classes = "digits", 10
 
     def __init__(self, test_fraction: OpenFraction = 0.2, **kwargs):
         kwargs.setdefault("in_chans", 1)

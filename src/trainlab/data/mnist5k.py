@@ -44,7 +44,7 @@ def balanced_split(labels: torch.Tensor, seed: int) -> dict[str, list[int]]:
 
 
 class MNIST5kDataModule(ImageDataModule):
-    name = "mnist5k"
+    name, classes = "mnist5k", 10
 
     def __init__(self, split_seed: int = 0, **kwargs):
         kwargs.setdefault("in_chans", 1)

@@ -12,11 +12,11 @@ from torchvision import datasets
 from trainlab.data.base import ImageDataModule
 from trainlab.utils.errors import DataError
 
-_DATASETS = {
-    "mnist": (datasets.MNIST, "MNIST/raw"),
-    "fashion_mnist": (datasets.FashionMNIST, "FashionMNIST/raw"),
-    "cifar10": (datasets.CIFAR10, "cifar-10-batches-py"),
-    "cifar100": (datasets.CIFAR100, "cifar-100-python"),
+_DATASETS = {  # (class, its folder under root, its classes)
+    "mnist": (datasets.MNIST, "MNIST/raw", 10),
+    "fashion_mnist": (datasets.FashionMNIST, "FashionMNIST/raw", 10),
+    "cifar10": (datasets.CIFAR10, "cifar-10-batches-py", 10),
+    "cifar100": (datasets.CIFAR100, "cifar-100-python", 100),
 }
 
 
@@ -26,10 +26,11 @@ class TorchvisionDataModule(ImageDataModule):
             raise DataError(f"unknown torchvision data set {dataset!r}: one of {list(_DATASETS)}")
         super().__init__(**kwargs)
         self.name, self.download = dataset, download
-        self.cls, subdir = _DATASETS[dataset]
+        self.cls, subdir, self.classes = _DATASETS[dataset]
         self.expected = f"{self.root}/{subdir}"
 
     def check(self) -> None:
+        super().check()
         if not self.download and not Path(self.expected).is_dir():
             raise DataError(
                 f"{self.name} not found at {self.expected}: set data.download=true on a machine "

@@ -3,7 +3,11 @@
 from collections.abc import Sequence
 
 import torch
+from pydantic import ConfigDict, with_config
 from torchvision.transforms import v2
+from typing_extensions import TypedDict  # pydantic reads TypedDicts of this module only
+
+from trainlab.utils.ranges import Count, PositiveFraction, Probability
 
 # Per-channel statistics for normalisation, by data set.
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -34,6 +38,20 @@ def build_transform(
     if not normalise:
         return v2.Compose([*steps, v2.ToDtype(torch.uint8, scale=True)])
     return v2.Compose([*steps, *normalisation(mean, std).transforms])
+
+
+@with_config(ConfigDict(extra="forbid"))
+class View(TypedDict, total=False):
+    """One view's recipe, as data.views lists them (build_view): every key optional, and its
+    ranges checked with the config, before any image is drawn."""
+
+    size: Count
+    crop_scale: tuple[PositiveFraction, PositiveFraction]
+    hflip: Probability
+    color_jitter: Probability
+    grayscale: Probability
+    blur: Probability
+    solarize: Probability
 
 
 def build_view(

@@ -12,7 +12,6 @@ from trainlab.run.checkpoint_config import adopt_encoder_shape, load_run_config
 from trainlab.run.config_checks import check_config
 from trainlab.run.overrides import resume_changes
 from trainlab.strategy.submitit_ranks import adopt_submitit_local_ranks
-from trainlab.utils.console import print_config_tree
 from trainlab.utils.errors import ConfigError
 from trainlab.utils.logging import get_logger
 
@@ -33,11 +32,15 @@ def refuse_multirun_under_torchrun() -> None:
 
 def check_checkpoints(cfg: DictConfig) -> None:
     """The weights files the config names (model.init_from, model.net.init_from, resume_from)
-    readable with weights_only loading, before anything is written."""
+    and the one resume=true continues from readable with weights_only loading, before
+    anything is written."""
     for key in ("model.init_from", "model.net.init_from", "resume_from"):
         path = OmegaConf.select(cfg, key)
         if path:
             check_readable(path)
+    if cfg.get("resume") and rundir.is_global_zero():
+        if (last := rundir.resume_checkpoint(Path(cfg.paths.output_dir))) is not None:
+            check_readable(last)
 
 
 def accept_run(cfg: DictConfig) -> None:
@@ -54,5 +57,3 @@ def accept_run(cfg: DictConfig) -> None:
             # compared with the command line, never built: its classes need no check
             for change in resume_changes(load_run_config(saved, check=False), cfg):
                 log.warning(f"resume: {change} (differs from the run's config.yaml; applies now)")
-        if cfg.extras.get("print_config"):
-            print_config_tree(cfg)

@@ -202,6 +202,13 @@ def check_values(node: DictConfig, path: str) -> None:
             f"{path}.patch_size={patch}: set data.image_size to a multiple of {patch} "
             f"(e.g. {image // patch * patch or patch}) or change the patch size"
         )
+    layers, encoder = node.get("target_layers"), node.get("encoder")
+    depth = encoder.get("depth") if isinstance(encoder, DictConfig) else None
+    if isinstance(layers, int) and isinstance(depth, int) and layers > depth:
+        raise ConfigError(
+            f"{path}.target_layers={layers} is more than the encoder's {depth} blocks "
+            f"({path}.encoder.depth): use at most {depth}"
+        )
     scale = node.get("schedule_scale")
     if isinstance(scale, (int, float)) and scale < 1:
         raise ConfigError(

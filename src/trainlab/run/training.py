@@ -27,6 +27,7 @@ from trainlab.run.summary import report_run
 from trainlab.run.trainer import build_trainer, settle_batch
 from trainlab.strategy.checks import check_launch
 from trainlab.strategy.launcher import launch_ranks_from_config
+from trainlab.utils.console import print_config_tree
 
 
 def train(cfg: DictConfig) -> float | None:
@@ -41,6 +42,8 @@ def train(cfg: DictConfig) -> float | None:
     check_launch(cfg)  # before any process starts: devices, precision, strategy, comm hook
     if rundir.is_global_zero():  # child ranks run rank 0's config, already through it
         preflight(cfg, datamodule)  # the model built and one real batch through it
+        if cfg.extras.get("print_config"):  # once every check has passed: a refusal is a line
+            print_config_tree(cfg)
     # Only now, with every check passed, is anything written: a refused run leaves no trace.
     run_dir = rundir.open_run(cfg, resume=cfg.get("resume", False))
     trainer, loggers, reporters = build_trainer(cfg, run_dir)

@@ -18,6 +18,7 @@ NonNegative = Annotated[float, Ge(0)]  # a loss weight, a decay, a warm-up lengt
 PositiveFraction = Annotated[float, Interval(gt=0, le=1)]  # a share that keeps some
 OpenFraction = Annotated[float, Interval(gt=0, lt=1)]  # a ratio that must keep and drop some
 Momentum = Annotated[float, Interval(ge=0, le=1)]
+Probability = Annotated[float, Interval(ge=0, le=1)]
 DropRate = Annotated[float, Interval(ge=0, lt=1)]  # a rate that keeps some
 
 # Schedules as the models read them: (warm-up start, peak, end) and (start, end).
