@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install train test test-slow test-full bench bench-gpu lint format clean
+.PHONY: help install train test test-slow test-full bench bench-gpu signatures lint format clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ bench: $(STAMP) ## benchmarks; results go to BENCHMARKS.md
 
 bench-gpu: $(STAMP) ## on a CUDA GPU: MFU at ViT-H/14 and the step table; BENCHMARKS_GPU.md
 	$(PY) scripts/bench_gpu.py $(ARGS)
+
+signatures: $(STAMP) ## rewrite src/trainlab/utils/signatures.json after changing a signature
+	$(PY) -c 'from trainlab.utils.signatures import write; write()'
 
 lint: $(STAMP) ## ruff check
 	$(PY) -m ruff check src tests scripts train.py eval.py

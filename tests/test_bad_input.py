@@ -1,5 +1,6 @@
 """Each bad input exits non-zero with one clear line, and overwrites nothing."""
 
+import shutil
 import subprocess
 import sys
 
@@ -303,12 +304,23 @@ def test_existing_run_dir_is_never_overwritten(tmp_path, monkeypatch, capfd):
     assert_one_clear_line(err, str(run_dir), "run_name")
     assert files_and_bytes(run_dir) == before
 
-    # Resuming it as another model would load its weights into the wrong shape: refused.
-    other = ("run_name=mine", "resume=true", "model.encoder.depth=1", "seed=3")
+    # Resuming a finished run: refused by a file check, before torch.
+    code, err = run_train(tmp_path, monkeypatch, capfd, "run_name=mine", "resume=true")
+    assert code == 2
+    assert_one_clear_line(err, str(run_dir), "finished run", "resume_from=")
+    assert files_and_bytes(run_dir) == before
+
+    # Resuming an unfinished one as another model would load its weights into the wrong
+    # shape: refused.
+    stopped = run_dir.parent / "stopped"
+    shutil.copytree(run_dir, stopped)
+    (stopped / "metrics.json").unlink()
+    before_stopped = files_and_bytes(stopped)
+    other = ("run_name=stopped", "resume=true", "model.encoder.depth=1", "seed=3")
     code, err = run_train(tmp_path, monkeypatch, capfd, *other)
     assert code == 2
     assert_one_clear_line(err, "model.encoder.depth=1 (run: 4)", "seed=3 (run: 42)", "run_name")
-    assert files_and_bytes(run_dir) == before
+    assert files_and_bytes(run_dir) == before and files_and_bytes(stopped) == before_stopped
 
 
 def test_a_full_disk_is_one_line_and_leaves_no_partial_checkpoint(tmp_path, monkeypatch, capfd):

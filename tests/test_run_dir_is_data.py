@@ -6,6 +6,7 @@ import pytest
 from conftest import run_cli, run_in_process
 from omegaconf import OmegaConf
 
+import trainlab.eval
 import trainlab.train
 
 JOB = [
@@ -83,9 +84,10 @@ def test_a_target_in_a_list_or_by_interpolation_is_refused_too(tmp_path):
 
 
 def test_the_allow_list_is_derived_from_configs_and_refuses_other_code():
-    from trainlab.run.allowed_targets import allowed_targets, is_allowed
+    from trainlab.run.allowed_targets import is_allowed
+    from trainlab.utils.source import configured_targets
 
-    targets = allowed_targets()
+    targets = configured_targets()
     assert "torch.optim.AdamW" in targets and "lightning.pytorch.Trainer" in targets
     assert not any(
         is_allowed(t) for t in ("builtins.open", "os.system", "subprocess.run", "builtins.eval")
@@ -93,6 +95,66 @@ def test_the_allow_list_is_derived_from_configs_and_refuses_other_code():
     # this package's classes, not its functions: this one writes wherever it is told
     assert is_allowed("trainlab.model.networks.vit.ViTEncoder")
     assert not is_allowed("trainlab.model.networks.weights.export_target_encoder")
+    # the class, not the path to it: a module's imports are not its classes
+    assert not is_allowed("trainlab.run.run_dir.logging.FileHandler")
+    assert not is_allowed("trainlab.run.run_dir.subprocess.Popen")
+    assert not is_allowed("trainlab.model.networks.vit.ViTEncoder.__init__")
+
+
+def planted_payloads(victim):
+    """What a shared run dir's config.yaml could hold to run code when it is opened:
+    (key, node) pairs, each of which would touch ``victim`` if it were built."""
+    return {
+        "FileHandler via trainlab": ("data.views", {"_target_": "trainlab.run.run_dir.logging.FileHandler", "filename": str(victim), "mode": "w"}),
+        "Popen via trainlab": ("data.views", {"_target_": "trainlab.run.run_dir.subprocess.Popen", "args": ["truncate", "-s0", str(victim)]}),
+        "os.system": ("model.encoder", PAYLOADS["os.system"](victim)),
+        "builtins.open": ("model.encoder", PAYLOADS["builtins.open"](victim)),
+        "oc.create": ("data.extra", "${oc.create:{_target_: builtins.open, _args_: ['" + str(victim) + "', w]}}"),
+        "oc.decode": ("data.extra", "${oc.decode:'{_target_: os.system, command: \": > " + str(victim) + "\"}'}"),
+        "a trainlab function": ("model.encoder", {"_target_": "trainlab.model.networks.weights.export_target_encoder", "ckpt": "x", "out": str(victim)}),
+        "monitor:this": ("model.encoder", {"_target_": "${monitor:this}"}),
+    }  # fmt: skip
+
+
+def test_every_planted_payload_is_refused_as_text_and_imports_nothing(tmp_path):
+    """The judge alone, on each payload: refused, the victim untouched, and `this` (whose
+    import prints the Zen of Python) never imported."""
+    import sys
+
+    from trainlab.run.allowed_targets import check_targets
+    from trainlab.utils.errors import ConfigError
+
+    victim = tmp_path / "victim.txt"
+    for name, (key, node) in planted_payloads(victim).items():
+        cfg = OmegaConf.create({"data": {"_target_": "trainlab.data.digits.DigitsDataModule"}})
+        OmegaConf.update(cfg, key, node, force_add=True, merge=False)
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+            check_targets(cfg, "config.yaml")
+        assert not victim.exists(), name
+    assert "this" not in sys.modules
+
+
+@pytest.mark.parametrize("payload", ["FileHandler via trainlab", "oc.create", "monitor:this"])
+def test_eval_and_init_from_refuse_a_planted_config_in_one_line(finished_run, tmp_path, payload):
+    """eval.py (in this process) and train.py's model.init_from: one line naming the key,
+    exit 2, the victim absent, no eval or train run dir."""
+    import sys
+
+    victim = tmp_path / "victim.txt"
+    key, node = planted_payloads(victim)[payload]
+    run = planted(finished_run, tmp_path, key, node)
+    ckpt = run / "checkpoints" / "last.ckpt"
+    mp = pytest.MonkeyPatch()
+    try:
+        argv = ["eval.py", f"ckpt_path={ckpt}", f"paths.log_dir={tmp_path / 'logs'}"]
+        assert run_in_process(trainlab.eval.main, argv, mp) == 2
+        argv = ["train.py", "experiment=linear_probe", f"model.init_from={ckpt}",
+                f"paths.log_dir={tmp_path / 'logs'}", "trainer.max_epochs=1"]  # fmt: skip
+        assert run_in_process(trainlab.train.main, argv, mp) == 2
+    finally:
+        mp.undo()
+    assert not victim.exists() and "this" not in sys.modules
+    assert not list((tmp_path / "logs").glob("*/runs/*"))
 
 
 def test_init_from_a_run_with_a_planted_target_is_refused_before_a_run_dir(finished_run, tmp_path):

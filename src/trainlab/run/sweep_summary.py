@@ -21,9 +21,28 @@ def read_overrides(run_dir: Path) -> dict[str, str]:
     """{key: value} of the run's command-line overrides (``overrides.yaml``), keys without
     their ``+``/``~`` prefix, the NAMING ones left out."""
     path = run_dir / "overrides.yaml"
-    overrides = list(OmegaConf.load(path)) if path.exists() else []
+    return read_pairs(list(OmegaConf.load(path)) if path.exists() else [])
+
+
+def read_pairs(overrides: list[str]) -> dict[str, str]:
     pairs = (o.split("=", 1) for o in overrides if "=" in o)
     return {k.lstrip("+~"): v for k, v in pairs if k.lstrip("+~") not in NAMING}
+
+
+def not_finished_jobs(sweep_dir: Path) -> list[dict]:
+    """The jobs a ``keep_going`` sweep refused or saw fail (hydra_plugins/trainlab_checked)."""
+    path = sweep_dir / "not_finished.json"
+    entries = json.loads(path.read_text()) if path.is_file() else []
+    return [
+        {
+            "job": e["job"],
+            "overrides": read_pairs(e["overrides"]),
+            "status": f"{e['status']}: {e['reason']}",
+            "metric": None,
+            "run_dir": str(sweep_dir / e["job"]) if e["job"] != "-" else "",
+        }
+        for e in entries
+    ]
 
 
 def collect_jobs(sweep_dir: Path) -> list[dict]:
@@ -80,6 +99,7 @@ class SweepSummary(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         jobs = collect_jobs(sweep_dir)
+        jobs += [j for j in not_finished_jobs(sweep_dir) if j["job"] not in {k["job"] for k in jobs}]
         if not jobs:
             return
         metric_name = config.get("optimized_metric") or "metric"

@@ -2,10 +2,9 @@
 signatures.json, so that train.py's light entry checks types and ranges (and reads a model's
 ``monitor``) without importing torch, Lightning or the model: importing them takes seconds.
 
-The file is generated: ``make signatures`` (``python -m trainlab.utils.signatures``) writes
-it, and tests/test_signatures.py fails while it differs from the code. A target it does not
-hold (a fork's new class before the file is written again) is checked later, once the run
-imports its class.
+The file is generated: ``make signatures`` writes it, and tests/test_placement.py fails
+while it differs from the code. A target it does not hold (a fork's new class before the
+file is written again) is checked later, once the run imports its class.
 """
 
 import collections.abc
@@ -123,6 +122,6 @@ def annotations(target: str) -> dict[str, Any] | None:
     return None if entry is None else {k: evaluate(v) for k, v in entry["arguments"].items()}
 
 
-if __name__ == "__main__":
+def write() -> None:
     FILE.write_text(json.dumps(generate(), indent=1, sort_keys=True) + "\n")
     print(f"wrote {FILE}")

@@ -1,0 +1,1 @@
+"""The basic sweeper with every job checked first (checked_sweeper.py)."""

@@ -1,0 +1,92 @@
+"""Hydra's basic sweeper, with every job's config checked before the first job runs.
+
+Hydra's own sweeper composes the jobs and then runs them in order, so a bad value in the
+last job was found only after the others had trained, and the jobs after it never ran. Here
+each job's config gets the light entry's checks first (the types of its overrides, ranges
+and values, its place): one refused job refuses the sweep in one line naming the job and
+the key, before any job runs or any sweep dir is made.
+
+``hydra.sweeper.keep_going=true`` runs the valid jobs instead, one at a time, through any
+failure, and lists the refused and failed jobs in the sweep's summary.csv and at the end
+(run/sweep_summary.py reads them from ``not_finished.json``).
+"""
+
+import json
+import sys
+from pathlib import Path
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf, open_dict
+
+from trainlab.run.config_checks import check_config
+from trainlab.run.override_types import check_override_types
+from trainlab.run.placement import check_name
+from trainlab.utils.errors import UserError, one_line
+
+NOT_FINISHED = "not_finished.json"  # in the sweep dir: jobs refused or failed, for the summary
+
+
+def check_job(sweep_config, overrides: list[str], config_loader) -> None:
+    """The checks train.py's light entry runs, on one job's composed config."""
+    config = config_loader.load_sweep_config(sweep_config, list(overrides))
+    task = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
+    with open_dict(task):
+        task.paths.output_dir = task.paths.log_dir  # only the run knows its dir
+    check_name("task_name", task.get("task_name"))
+    check_override_types(task, sweep_config.hydra.job.config_name, list(overrides))
+    check_config(task, list(overrides), imports=False)
+
+
+class CheckedSweeper(BasicSweeper):
+    def __init__(self, max_batch_size=None, params=None, keep_going: bool = False) -> None:
+        super().__init__(max_batch_size=max_batch_size, params=params)
+        self.keep_going = keep_going
+
+    def sweep(self, arguments: list[str]):
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        parsed = parser.parse_overrides([*self._parse_config(), *arguments])
+        jobs = [job for batch in self.split_arguments(parsed, None) for job in batch]
+        refused = {}
+        for number, job in enumerate(jobs):
+            try:
+                check_job(self.config, job, self.hydra_context.config_loader)
+            except UserError as error:
+                refused[number] = one_line(error)
+                if not self.keep_going:
+                    print(
+                        f"error: job {number} of {len(jobs)} ({' '.join(job)}): "
+                        f"{refused[number]}; no job ran (hydra.sweeper.keep_going=true runs "
+                        "the others and lists this one)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    sys.exit(error.exit_code)
+        if not self.keep_going:
+            return super().sweep(arguments)
+        return self.run_through(jobs, refused)
+
+    def run_through(self, jobs: list[list[str]], refused: dict[int, str]):
+        """Each valid job on its own, whatever the others did; the refused and failed ones
+        recorded for the summary."""
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        not_finished = [
+            {"job": "-", "overrides": jobs[n], "status": "refused", "reason": why}
+            for n, why in refused.items()
+        ]
+        returns, number = [], 0
+        for i, job in enumerate(jobs):
+            if i in refused:
+                continue
+            try:
+                returns.append(self.launcher.launch([job], initial_job_idx=number))
+            except SystemExit as stop:  # run_task's exit: 2 refused, else failed
+                status = "refused" if stop.code == UserError.exit_code else "failed"
+                not_finished.append(
+                    {"job": str(number), "overrides": job, "status": status, "reason": "its log"}
+                )
+            number += 1
+        (sweep_dir / NOT_FINISHED).write_text(json.dumps(not_finished, indent=1) + "\n")
+        return returns

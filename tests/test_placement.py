@@ -1,0 +1,149 @@
+"""Where a run lives (run/placement.py), how a sweep checks its jobs, and what a refused
+resume leaves: each refusal one line, exit 2, nothing written anywhere."""
+
+import json
+
+import pytest
+from conftest import ROOT, run_cli
+
+JOB = ["trainer.max_epochs=1", "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
+       "model.encoder.depth=1", "test=false", "features.enabled=false",
+       "extras.print_config=false"]  # fmt: skip
+
+
+def tree(folder):
+    """Every path under ``folder`` with the bytes of each file: what "nothing written" means."""
+    return {str(p): (p.read_bytes() if p.is_file() else None) for p in sorted(folder.rglob("*"))}
+
+
+def finished(run_dir):
+    """A finished run as placement sees one: its markers (meta.json, metrics.json)."""
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "meta.json").write_text("{}\n")
+    (run_dir / "metrics.json").write_text('{"metrics": {}}\n')
+    return run_dir
+
+
+PLACES = {  # case: (overrides given {root}, {logs}, {run}, {file}; words the line must hold)
+    "'..' in run_name": (["run_name=../../../elsewhere/x"], "run_name=../../../elsewhere/x"),
+    "'..' as task_name": (["task_name=.."], "task_name=.."),
+    "an empty run_name": (["run_name="], "run_name is empty"),
+    "an absolute run_name": (["run_name={root}/elsewhere/x"], "is an absolute path"),
+    "inside a finished run": (["run_name=a/b/deeper/c"], "inside the run dir {run}"),
+    "above a finished run": (["run_name=a"], "above the run dir {run}"),
+    "hydra.run.dir into a run": (["hydra.run.dir={run}/checkpoints"], "inside the run dir {run}"),
+    "hydra.run.dir outside the root": (["hydra.run.dir={root}/elsewhere"], "not inside paths.log_dir"),
+    "hydra.sweep.dir into a run": (["-m", "seed=1,2", "hydra.sweep.dir={run}/sweep"], "inside the run dir {run}"),
+    "paths.log_dir on a file": (["paths.log_dir={file}"], "is a file"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", PLACES)
+def test_a_run_outside_its_root_or_around_another_run_is_refused_and_writes_nothing(
+    tmp_path, case
+):
+    logs = tmp_path / "logs"
+    run = finished(logs / "train" / "runs" / "a" / "b")
+    (tmp_path / "file").write_text("not a folder\n")
+    overrides, words = PLACES[case]
+    fill = {"root": tmp_path, "logs": logs, "run": run, "file": tmp_path / "file"}
+    before = tree(tmp_path)
+    flags = [o for o in overrides if o == "-m"]  # before the overrides, as Hydra's CLI asks
+    given = [o.format(**fill) for o in overrides if o != "-m"]
+    done = run_cli("train.py", *flags, f"paths.log_dir={logs}", *JOB, *given, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
+    assert words.format(**fill) in lines[0]
+    assert tree(tmp_path) == before  # nothing written anywhere, the finished run unchanged
+
+
+def test_nested_run_names_work_and_their_resume_hint_names_the_whole_name(tmp_path):
+    from omegaconf import OmegaConf
+
+    from trainlab.run.placement import continue_command
+
+    cfg = OmegaConf.create({"paths": {"log_dir": str(tmp_path)}, "task_name": "train",
+                            "run_name": "a/b"})  # fmt: skip
+    assert continue_command(cfg, tmp_path / "train" / "runs" / "a" / "b") == (
+        "run_name=a/b resume=true"
+    )
+    job = tmp_path / "train" / "multiruns" / "t" / "0"
+    assert continue_command(cfg, job) == f"hydra.run.dir={job} resume=true"
+
+
+def test_a_sweep_with_one_bad_job_runs_none_unless_asked_to_keep_going(tmp_path):
+    logs = tmp_path / "logs"
+    sweep = ["-m", "seed=1,2", "model.optimizer.lr=1e-3,-1", f"paths.log_dir={logs}", *JOB]
+    done = run_cli("train.py", *sweep, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-2000:]
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("error: job 1 of 4") and "model.optimizer.lr=-1" in line
+    assert not logs.exists()  # no job ran, no sweep dir
+
+    done = run_cli("train.py", *sweep, "hydra.sweeper.keep_going=true", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (sweep_dir,) = (logs / "train" / "multiruns").iterdir()
+    assert sorted(p.parent.name for p in sweep_dir.glob("*/metrics.json")) == ["0", "1"]
+    rows = (sweep_dir / "summary.csv").read_text().splitlines()
+    refused = [r for r in rows if "refused: model.optimizer.lr=-1" in r]
+    assert len(rows) == 5 and len(refused) == 2
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty"])
+def test_a_resume_from_an_unreadable_checkpoint_is_one_line_and_changes_nothing(tmp_path, damage):
+    logs = tmp_path / "logs"
+    done = run_cli("train.py", *JOB, f"paths.log_dir={logs}", "run_name=r", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = logs / "train" / "runs" / "r"
+    (run / "metrics.json").unlink()  # a run stopped before its end
+    last = run / "checkpoints" / "last.ckpt"
+    data = last.read_bytes()
+    last.write_bytes(data[: len(data) // 2] if damage == "truncated" else b"")
+    before = tree(run)
+    done = run_cli("train.py", *JOB, f"paths.log_dir={logs}", "run_name=r", "resume=true",
+                   cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and f"cannot read checkpoint {last}" in errors[0]
+    assert "Traceback" not in done.stderr
+    assert tree(run) == before  # no resumes.txt, no start in meta.json, no train.log line
+
+
+def test_the_signature_file_is_current():
+    """utils/signatures.json is what the code's signatures say (make signatures writes it)."""
+    from trainlab.utils.signatures import FILE, generate
+
+    assert json.loads(FILE.read_text()) == json.loads(json.dumps(generate())), (
+        "src/trainlab/utils/signatures.json is out of date: run `make signatures`"
+    )
+
+
+def test_every_resolver_configs_use_may_be_read_from_disk():
+    """A run dir's config.yaml holds configs/' own interpolations: each must pass the judge."""
+    from trainlab.run.allowed_targets import DISK_RESOLVERS, resolvers_in
+
+    used = {
+        name
+        for path in (ROOT / "configs").rglob("*.yaml")
+        for line in path.read_text().splitlines()
+        if "${" in line and not line.lstrip().startswith("#")
+        for name in resolvers_in(line.split(":", 1)[1].split(" #")[0].strip().strip("'\""))
+    }
+    assert used and used <= DISK_RESOLVERS, used - DISK_RESOLVERS
+
+
+def test_a_refusal_under_an_experiment_imports_no_torch(tmp_path):
+    code = (
+        "import atexit, runpy, sys\n"
+        "atexit.register(lambda: print('torch' in sys.modules, file=sys.stderr))\n"
+        "sys.argv = ['train.py', 'experiment=ijepa_mnist', 'model.ema_shape=bogus']\n"
+        f"runpy.run_path({str(ROOT / 'train.py')!r}, run_name='__main__')\n"
+    )
+    script = tmp_path / "refuse.py"
+    script.write_text(code)
+    done = run_cli(str(script), cwd=tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and lines[-1] == "False", done.stderr[-2000:]
+    assert lines[0].startswith("error: model.ema_shape='bogus'")
+    assert not (tmp_path / "logs" / "train" / "runs").exists()
