@@ -2,7 +2,6 @@
 resumes bitwise, the centre is the global batch's on every rank, and the head's prototype
 rows keep norm 1."""
 
-
 import hydra
 import pytest
 import torch

@@ -39,9 +39,7 @@ PLACES = {  # case: (overrides given {root}, {logs}, {run}, {file}; words the li
 
 
 @pytest.mark.parametrize("case", PLACES)
-def test_a_run_outside_its_root_or_around_another_run_is_refused_and_writes_nothing(
-    tmp_path, case
-):
+def test_a_run_outside_its_root_or_around_another_run_is_refused_and_writes_nothing(tmp_path, case):
     logs = tmp_path / "logs"
     run = finished(logs / "train" / "runs" / "a" / "b")
     (tmp_path / "file").write_text("not a folder\n")

@@ -21,33 +21,38 @@ its trials never reach the job. This one asks Optuna for a trial, runs it as a H
   (trainlab.callbacks.optuna_pruning).
 """
 
+from __future__ import annotations  # optuna's types in annotations, unimported
+
 import hashlib
 import logging
 import signal
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import optuna
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf, read_write
-from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
-from optuna.trial import TrialState
 
 from trainlab.run.config_checks import check_types
 from trainlab.utils.errors import ConfigError
 from trainlab.utils.ranges import Count
 
+if TYPE_CHECKING:
+    import optuna
+
 log = logging.getLogger(__name__)
-DONE = (TrialState.COMPLETE, TrialState.PRUNED)
+# optuna is imported where a study runs, not here: Hydra imports every plugin module at the
+# start of each command, and optuna's import (0.2 s) would delay every one-line refusal.
 
 
 def distribution(override: Override):
     """``interval(a, b)`` (``tag(log, interval(a, b))`` on a log scale), ``choice(...)`` or
     ``range(...)`` as an Optuna distribution. Choices stay override strings."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
     if override.is_interval_sweep():
         sweep = override.value()
         if isinstance(sweep.start, int) and isinstance(sweep.end, int):
@@ -115,6 +120,9 @@ class OptunaSweeper(Sweeper):
         )
 
     def sweep(self, arguments: list[str]) -> None:
+        import optuna
+        from optuna.trial import TrialState
+
         parser = OverridesParser.create()
         searched = parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()])
         given = parser.parse_overrides(arguments)  # a=1,2 on the command line: searched too
@@ -149,7 +157,9 @@ class OptunaSweeper(Sweeper):
             study.tell(trial.number, state=TrialState.FAIL)
             study.enqueue_trial(trial.params)
             log.warning(f"trial {trial.number} was interrupted: marked failed, it runs again")
-        done = len(study.get_trials(deepcopy=False, states=DONE))
+        done = len(
+            study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+        )
         log.info(f"Optuna study {name} ({storage}): {done} of {self.n_trials} trials done")
         todo = max(0, self.n_trials - done)
         while todo:
@@ -165,6 +175,8 @@ class OptunaSweeper(Sweeper):
         """Launch one job per trial and tell Optuna each result. A job that exits (a user
         error, a signal) ends the sweep: its trials fail, except those a stop left
         resumable, which stay running and resume when the sweep is run again."""
+        from optuna.trial import TrialState
+
         sweep_dir = Path(self.config.hydra.sweep.dir)
         try:  # run dirs are named by trial number: one batch asks consecutive numbers
             returns = self.launcher.launch(jobs, initial_job_idx=trials[0].number)
@@ -189,6 +201,9 @@ class OptunaSweeper(Sweeper):
 
 def tell(study: optuna.Study, number: int, ret: JobReturn) -> None:
     """Completed with a number, pruned (the job raised TrialPruned), or failed."""
+    import optuna
+    from optuna.trial import TrialState
+
     if ret.status == JobStatus.COMPLETED and ret.return_value is not None:
         study.tell(number, float(ret.return_value))
         return

@@ -19,8 +19,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from trainlab.utils.errors import ConfigError
-from trainlab.utils.signatures import annotations, annotations_of
 from trainlab.utils.logging import get_logger
+from trainlab.utils.signatures import annotations, annotations_of
 
 log = get_logger(__name__)
 
@@ -95,6 +95,8 @@ def check_types(node: DictConfig, path: str, imports: bool = True) -> None:
             adapter = _adapter.__wrapped__(hints[key])
         if adapter is None:
             continue
+        if not imports and node._get_node(key)._is_interpolation():
+            continue  # the key it reads is checked where it is written; a resolver may import
         try:
             value = node[key]
             if isinstance(value, (DictConfig, ListConfig)):

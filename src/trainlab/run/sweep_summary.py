@@ -99,7 +99,9 @@ class SweepSummary(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         jobs = collect_jobs(sweep_dir)
-        jobs += [j for j in not_finished_jobs(sweep_dir) if j["job"] not in {k["job"] for k in jobs}]
+        jobs += [
+            j for j in not_finished_jobs(sweep_dir) if j["job"] not in {k["job"] for k in jobs}
+        ]
         if not jobs:
             return
         metric_name = config.get("optimized_metric") or "metric"
