@@ -17,6 +17,7 @@ from trainlab.run.hydra_errors import one_line_hydra_errors
 from trainlab.run.override_types import check_override_types
 from trainlab.run.overrides import experiment_changes
 from trainlab.run.task import run_task
+from trainlab.strategy.submitit_ranks import adopt_submitit_local_ranks
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
@@ -29,6 +30,7 @@ def train(cfg: DictConfig) -> float | None:
         # which runs rank 0's checked config, nor a test's composed config)
         check_override_types(cfg, "train", list(HydraConfig.get().overrides.task))
     check_config(cfg, rundir.command_line_overrides(), imports=False)
+    adopt_submitit_local_ranks()  # before anything asks which rank this is
     if rundir.is_global_zero():  # a file check: a run dir in use or finished, refused now
         rundir.guard(Path(cfg.paths.output_dir), resume=cfg.get("resume", False))
     from trainlab.run.training import train as fit  # torch and Lightning: only now

@@ -54,8 +54,9 @@ class CheckedSweeper(BasicSweeper):
             except UserError as error:
                 refused[number] = one_line(error)
                 if not self.keep_going:
+                    swept = [o for o in job if not all(o in other for other in jobs)] or job
                     print(
-                        f"error: job {number} of {len(jobs)} ({' '.join(job)}): "
+                        f"error: job {number} of {len(jobs)} ({' '.join(swept)}): "
                         f"{refused[number]}; no job ran (hydra.sweeper.keep_going=true runs "
                         "the others and lists this one)",
                         file=sys.stderr,

@@ -8,6 +8,7 @@ declares with annotated_types (trainlab.utils.ranges). What a signature cannot s
 across keys, keys of classes trainlab does not own) is checked by the plain functions below.
 """
 
+import collections.abc
 import functools
 import math
 import types
@@ -15,6 +16,7 @@ import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
+import typing_extensions
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
@@ -53,8 +55,11 @@ def _describe(annotation: Any) -> str:
         return f"one of {list(args)}"
     if origin in (Union, types.UnionType):
         return " or ".join(_describe(arg) for arg in args)
-    if origin in (tuple, list):
-        return f"{origin.__name__}[{', '.join(_describe(a) for a in args if a is not ...)}]"
+    if origin in (tuple, list, collections.abc.Sequence):
+        name = "tuple" if origin is tuple else "list"
+        return f"{name}[{', '.join(_describe(a) for a in args if a is not ...)}]"
+    if typing_extensions.is_typeddict(annotation):  # a recipe such as data.views' View: its keys
+        return f"{{{', '.join(annotation.__annotations__)}}}"
     return "null" if annotation is type(None) else getattr(annotation, "__name__", str(annotation))
 
 

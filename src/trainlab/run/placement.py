@@ -38,6 +38,11 @@ def check_name(key: str, name: object, nested: bool = False) -> None:
             "(set paths.log_dir to put them elsewhere)"
         )
     for part in parts:
+        if len(part.encode()) > 255:
+            raise ConfigError(
+                f"{key} has a name of {len(part)} characters ({part[:40]}...), longer than "
+                f"the file system allows (255 bytes): choose a shorter {key}"
+            )
         if part in ("", ".", "..") or FORBIDDEN_CHARACTERS & set(part):
             raise ConfigError(
                 f"{key}={name} is not {what}: use letters, digits and -_.+=, (no '..', "

@@ -25,16 +25,22 @@ from trainlab.utils.errors import UserError
 RESULT_FILES = ("metrics.json", "checkpoints")
 RUN_MARKER = "meta.json"  # every run writes it at start: a folder holding it is a run dir
 LOCK_FILE = ".lock"
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")  # Lightning's order
 _held_lock = None  # this process's open lock file: the run dir it writes, held until the run ends
 _HELD, _RUN_LOG = "trainlab-held-records", "trainlab-run-log"  # names of our log handlers
 LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"  # Hydra's
 
 
 def is_global_zero() -> bool:
-    """Rank 0 of the whole job, known before the Trainer exists (Lightning, torchrun, SLURM)."""
+    """Rank 0 of the whole job, known before the Trainer exists (Lightning, torchrun, SLURM),
+    and before Lightning is imported: its rank then comes from the launcher's variables, read
+    as Lightning reads them."""
     from lightning_utilities.core.rank_zero import rank_zero_only
 
-    return getattr(rank_zero_only, "rank", 0) == 0
+    rank = getattr(rank_zero_only, "rank", None)
+    if rank is None:
+        rank = next((int(os.environ[k]) for k in RANK_VARIABLES if os.environ.get(k)), 0)
+    return rank == 0
 
 
 def guard(run_dir: Path, resume: bool = False) -> None:
