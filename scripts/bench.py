@@ -19,6 +19,7 @@ from trainlab.bench import (
     memory,
     model,
     optimizer,
+    refusals,
     startup,
     step,
     step_profile,
@@ -54,6 +55,7 @@ def main():
     )
     profiles = step_profile.bench(make_ijepa, images, labels)
     startup_times = startup.bench()
+    refusal_rows, torch_import_s = refusals.bench(), refusals.import_seconds()
     memory_use = memory.bench(make_ijepa, images)
     stream_rates = stream.bench()
     collation_rates = collation.bench()
@@ -117,6 +119,14 @@ they do now. Beyond it a step must run fewer products or faster ones.
 (median of 3 runs): {startup_times["one_step_run_s"]:.1f} s, of which {startup_times["import_s"]:.1f} s is importing
 trainlab's training code (torch, Lightning, Hydra, timm) and {startup_times["rest_s"]:.1f} s composing the
 config, building the data, model and Trainer, the step and writing the run dir.
+
+## Refusals (trainlab/bench/refusals.py)
+
+`python train.py <one bad value>` until its one-line error (exit 2), with and without an
+experiment: seconds, median of 5, and whether torch was imported on the way. Importing
+torch and Lightning alone takes {torch_import_s:.2f} s here (median of 5).
+
+{refusals.table(refusal_rows)}
 
 ## Activation checkpointing: peak memory (trainlab/bench/memory.py)
 

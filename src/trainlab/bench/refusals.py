@@ -43,6 +43,16 @@ def refusal(args: list[str], logs: str) -> tuple[float, str, bool]:
     return seconds, lines[0], lines[-1] == "torch imported: True"
 
 
+def import_seconds(repeats: int = 5) -> float:
+    """Median seconds of importing torch and Lightning alone: what a refusal used to wait for."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import torch, lightning"], check=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def bench(repeats: int = 5) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as logs:
@@ -79,3 +89,4 @@ def table(rows: list[dict]) -> str:
 
 if __name__ == "__main__":
     print(table(bench()))
+    print(f"\nimporting torch and Lightning alone: {import_seconds():.2f} s (median of 5)")
