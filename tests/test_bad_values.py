@@ -100,7 +100,7 @@ ROWS = [
     ("trainer.max_epochs=2.5", "trainer.max_epochs"),  # by the Trainer's signature
     ("model.optimizer.lr=inf", "model.optimizer.lr takes a finite number"),
     ("model.optimizer.lr=nan", "model.optimizer.lr takes a finite number"),
-    ("model.var_cov=abc", "model.var_cov takes a number"),
+    ("model.var_cov=abc", "model.var_cov='abc' is not valid: input should be a valid number"),
     # ranges declared in the constructors' signatures (trainlab.utils.ranges), via pydantic
     ("model.var_cov=-1", "model.var_cov=-1 is not valid"),
     ("model.sigreg=-1", "model.sigreg=-1 is not valid"),

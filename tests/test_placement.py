@@ -4,7 +4,9 @@ resume leaves: each refusal one line, exit 2, nothing written anywhere."""
 import json
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, run_in_process
+
+import trainlab.train
 
 JOB = ["trainer.max_epochs=1", "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
        "model.encoder.depth=1", "test=false", "features.enabled=false",
@@ -39,7 +41,9 @@ PLACES = {  # case: (overrides given {root}, {logs}, {run}, {file}; words the li
 
 
 @pytest.mark.parametrize("case", PLACES)
-def test_a_run_outside_its_root_or_around_another_run_is_refused_and_writes_nothing(tmp_path, case):
+def test_a_run_outside_its_root_or_around_another_run_is_refused_and_writes_nothing(
+    tmp_path, monkeypatch, capfd, case
+):
     logs = tmp_path / "logs"
     run = finished(logs / "train" / "runs" / "a" / "b")
     (tmp_path / "file").write_text("not a folder\n")
@@ -48,10 +52,12 @@ def test_a_run_outside_its_root_or_around_another_run_is_refused_and_writes_noth
     before = tree(tmp_path)
     flags = [o for o in overrides if o == "-m"]  # before the overrides, as Hydra's CLI asks
     given = [o.format(**fill) for o in overrides if o != "-m"]
-    done = run_cli("train.py", *flags, f"paths.log_dir={logs}", *JOB, *given, cwd=tmp_path)
-    assert done.returncode == 2, done.stderr[-2000:]
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
+    argv = ["train.py", *flags, f"paths.log_dir={logs}", *JOB, *given]
+    capfd.readouterr()
+    assert run_in_process(trainlab.train.main, argv, monkeypatch) == 2
+    err = capfd.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err[-2000:]
     assert words.format(**fill) in lines[0]
     assert tree(tmp_path) == before  # nothing written anywhere, the finished run unchanged
 
@@ -70,16 +76,23 @@ def test_nested_run_names_work_and_their_resume_hint_names_the_whole_name(tmp_pa
     assert continue_command(cfg, job) == f"hydra.run.dir={job} resume=true"
 
 
-def test_a_sweep_with_one_bad_job_runs_none_unless_asked_to_keep_going(tmp_path):
+SWEEP = ["-m", "seed=1,2", "model.optimizer.lr=1e-3,-1"]
+
+
+def test_a_sweep_with_one_bad_job_runs_none(tmp_path):
     logs = tmp_path / "logs"
-    sweep = ["-m", "seed=1,2", "model.optimizer.lr=1e-3,-1", f"paths.log_dir={logs}", *JOB]
-    done = run_cli("train.py", *sweep, cwd=tmp_path)
+    done = run_cli("train.py", *SWEEP, f"paths.log_dir={logs}", *JOB, cwd=tmp_path)
     assert done.returncode == 2, done.stderr[-2000:]
     (line,) = done.stderr.strip().splitlines()
-    assert line.startswith("error: job 1 of 4") and "model.optimizer.lr=-1" in line
+    assert line.startswith("error: job 1 of 4 (seed=1 model.optimizer.lr=-1)"), line
     assert not logs.exists()  # no job ran, no sweep dir
 
-    done = run_cli("train.py", *sweep, "hydra.sweeper.keep_going=true", cwd=tmp_path)
+
+@pytest.mark.slow  # two jobs train: make test-slow
+def test_a_sweep_asked_to_keep_going_runs_the_valid_jobs_and_lists_the_others(tmp_path):
+    logs = tmp_path / "logs"
+    done = run_cli("train.py", *SWEEP, f"paths.log_dir={logs}", *JOB,
+                   "hydra.sweeper.keep_going=true", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     (sweep_dir,) = (logs / "train" / "multiruns").iterdir()
     assert sorted(p.parent.name for p in sweep_dir.glob("*/metrics.json")) == ["0", "1"]
@@ -88,7 +101,10 @@ def test_a_sweep_with_one_bad_job_runs_none_unless_asked_to_keep_going(tmp_path)
     assert len(rows) == 5 and len(refused) == 2
 
 
-@pytest.mark.parametrize("damage", ["truncated", "empty"])
+@pytest.mark.parametrize(
+    "damage",
+    ["truncated", pytest.param("empty", marks=pytest.mark.slow)],  # the same path
+)
 def test_a_resume_from_an_unreadable_checkpoint_is_one_line_and_changes_nothing(tmp_path, damage):
     logs = tmp_path / "logs"
     done = run_cli("train.py", *JOB, f"paths.log_dir={logs}", "run_name=r", cwd=tmp_path)
@@ -108,6 +124,7 @@ def test_a_resume_from_an_unreadable_checkpoint_is_one_line_and_changes_nothing(
     assert tree(run) == before  # no resumes.txt, no start in meta.json, no train.log line
 
 
+@pytest.mark.slow  # imports every target (10 s): make test-slow, which CI runs
 def test_the_signature_file_is_current():
     """utils/signatures.json is what the code's signatures say (make signatures writes it)."""
     from trainlab.utils.signatures import FILE, generate

@@ -134,7 +134,15 @@ def test_every_planted_payload_is_refused_as_text_and_imports_nothing(tmp_path):
     assert "this" not in sys.modules
 
 
-@pytest.mark.parametrize("payload", ["FileHandler via trainlab", "oc.create", "monitor:this"])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "oc.create",
+        # the other routes to code, each refused by the same judge: make test-slow
+        pytest.param("FileHandler via trainlab", marks=pytest.mark.slow),
+        pytest.param("monitor:this", marks=pytest.mark.slow),
+    ],
+)
 def test_eval_and_init_from_refuse_a_planted_config_in_one_line(finished_run, tmp_path, payload):
     """eval.py (in this process) and train.py's model.init_from: one line naming the key,
     exit 2, the victim absent, no eval or train run dir."""

@@ -224,6 +224,8 @@ def test_default_train_runs_offline_as_a_subprocess(tmp_path):
     for name in ("config.yaml", "overrides.yaml", "meta.json", "requirements.txt"):
         assert (run_dir / name).exists(), name
     assert "run summary" in result.stdout
+    console = result.stdout + result.stderr  # each of Lightning's lines once, not twice
+    assert console.count("Seed set to") == 1 and console.count("GPU available:") == 1
     # I-JEPA counts its tokens and FLOPs: the summary has its throughput and MFU
     run = results["run"]
     assert run["train_tokens_per_s"] > run["train_samples_per_s"] > 0

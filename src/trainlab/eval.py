@@ -43,7 +43,7 @@ from trainlab.run.run_dir import (
 from trainlab.run.task import run_task
 from trainlab.train import CONFIGS
 from trainlab.utils.errors import UserError
-from trainlab.utils.logging import get_logger
+from trainlab.utils.logging import get_logger, one_console_line
 
 log = get_logger(__name__)
 
@@ -140,6 +140,7 @@ def rate_features(cfg: DictConfig, ckpt: Path, start: float) -> dict:
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:
     start = time.monotonic()
+    one_console_line()
     ckpt = Path(cfg.ckpt_path)
     if not ckpt.is_file():
         what = "is a directory" if ckpt.is_dir() else "does not exist"

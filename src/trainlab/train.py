@@ -27,13 +27,13 @@ CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 def train(cfg: DictConfig) -> float | None:
     """Fit (and test) the configured model; return ``cfg.optimized_metric`` for sweepers."""
     check_config(cfg, rundir.command_line_overrides(), imports=False)
+    if GlobalHydra.instance().is_initialized():  # from a command line (not a child rank,
+        # which runs rank 0's checked config, nor a test's composed config); after the
+        # values: it composes the config once more (0.2-0.3 s)
+        check_override_types(cfg, "train", list(HydraConfig.get().overrides.task))
     adopt_submitit_local_ranks()  # before anything asks which rank this is
     if rundir.is_global_zero():  # a file check: a run dir in use or finished, refused now
         rundir.guard(Path(cfg.paths.output_dir), resume=cfg.get("resume", False))
-    if GlobalHydra.instance().is_initialized():  # from a command line (not a child rank,
-        # which runs rank 0's checked config, nor a test's composed config); last of the
-        # light checks: it composes the config once more (0.2-0.3 s)
-        check_override_types(cfg, "train", list(HydraConfig.get().overrides.task))
     from trainlab.run.training import train as fit  # torch and Lightning: only now
 
     return fit(cfg)

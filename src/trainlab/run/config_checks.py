@@ -76,6 +76,17 @@ def _dict_nodes(cfg: Any, path: str):
             yield from _dict_nodes(cfg._get_node(key), f"{path}.{key}")
 
 
+def _interpolates(node: Any) -> bool:
+    """Whether a node is, or holds at any depth, an interpolation."""
+    if node._is_interpolation():
+        return True
+    if isinstance(node, DictConfig):
+        return any(_interpolates(node._get_node(k)) for k in node)
+    if isinstance(node, ListConfig):
+        return any(_interpolates(node._get_node(i)) for i in range(len(node)))
+    return False
+
+
 def _has_target(value: Any) -> bool:
     if isinstance(value, dict):
         return "_target_" in value or any(map(_has_target, value.values()))
@@ -100,7 +111,7 @@ def check_types(node: DictConfig, path: str, imports: bool = True) -> None:
             adapter = _adapter.__wrapped__(hints[key])
         if adapter is None:
             continue
-        if not imports and node._get_node(key)._is_interpolation():
+        if not imports and _interpolates(node._get_node(key)):
             continue  # the key it reads is checked where it is written; a resolver may import
         try:
             value = node[key]
@@ -164,6 +175,10 @@ def check_ranges(node: DictConfig, path: str) -> None:
         if key == "lr" and isinstance(value, ListConfig):  # a schedule may start at 0
             ok, must = (lambda v: v >= 0), "0 or more in a schedule"
         for v in _own_values(node, key):
+            if not math.isfinite(v) and not isinstance(value, ListConfig):  # items: by signature
+                raise ConfigError(
+                    f"{path}.{key}={_plain(value)} is not valid: {path}.{key} takes a finite number"
+                )
             if not ok(v):
                 raise ConfigError(f"{path}.{key}={_plain(value)} is not valid: it must be {must}")
     for key, (ok, must) in INTERVALS.items():

@@ -28,12 +28,14 @@ from trainlab.run.trainer import build_trainer, settle_batch
 from trainlab.strategy.checks import check_launch
 from trainlab.strategy.launcher import launch_ranks_from_config
 from trainlab.utils.console import print_config_tree
+from trainlab.utils.logging import one_console_line
 
 
 def train(cfg: DictConfig) -> float | None:
     """Fit (and test) the configured model; return ``cfg.optimized_metric`` for sweepers.
     Called by trainlab.train.train, after the checks that need no torch."""
     start = time.monotonic()
+    one_console_line()
     accept_run(cfg)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)

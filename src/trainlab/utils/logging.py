@@ -30,3 +30,15 @@ class RankedLogger(logging.LoggerAdapter):
 
 def get_logger(name: str, rank_zero_only: bool = True) -> RankedLogger:
     return RankedLogger(name, rank_zero_only=rank_zero_only)
+
+
+def one_console_line() -> None:
+    """Each log line once on the console. Importing ``lightning`` gives its logger a console
+    handler of its own (lightning/__init__.py), while its records also reach the root
+    logger's handlers (Hydra's console and train.log), so each line printed twice. Where the
+    root logger has handlers, Lightning's own console handler is removed."""
+    lightning_log = logging.getLogger("lightning")
+    if logging.getLogger().handlers:
+        for handler in list(lightning_log.handlers):
+            if type(handler) is logging.StreamHandler:
+                lightning_log.removeHandler(handler)
