@@ -133,6 +133,12 @@ ROWS = [
     # found by the first batch only: views the encoder cannot take
     ("experiment=vicreg_digits data.views=[{{size:10}},{{size:10}}]", "the first training batch"),
     ("experiment=vicreg_digits data.views=[{{size:0}},{{size:0}}]", "item [0][size]"),
+    # what the first batch used to find, now refused with the config, naming the key
+    ("model.target_layers=9", "model.target_layers=9 is more than the encoder's 4 blocks"),
+    ("experiment=vicreg_digits data.views=[{{hflip:2.0}},{{hflip:2.0}}]", "item [0][hflip]"),
+    ("experiment=vicreg_digits data.views=[{{flip:0.5}},{{}}]", "extra inputs are not permitted"),
+    ("data=synthetic data.train_size=1", "(data.train_size)"),
+    ("data.num_classes=5", "data.num_classes=5 is below the 10 classes of digits"),
     ("run_name=" + "a" * 300, "choose a shorter run_name"),
     ("peak_tflops=abc", "peak_tflops='abc' is not valid"),
     ("peak_tflops=-1", "peak_tflops=-1 is not valid"),

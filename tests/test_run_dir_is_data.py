@@ -134,6 +134,15 @@ def test_every_planted_payload_is_refused_as_text_and_imports_nothing(tmp_path):
     assert "this" not in sys.modules
 
 
+def test_a_damaged_interpolation_in_a_run_config_is_one_line():
+    from trainlab.run.allowed_targets import check_targets
+    from trainlab.utils.errors import ConfigError
+
+    damaged = OmegaConf.create({"data": {"root": "${paths.nowhere}/digits"}})
+    with pytest.raises(ConfigError, match=r"data\.root=.*does not resolve.*paths\.nowhere"):
+        check_targets(damaged, "config.yaml")
+
+
 @pytest.mark.parametrize(
     "payload",
     [
@@ -244,6 +253,9 @@ def test_export_never_writes_into_a_run_dir_or_over_a_file_without_force(finishe
     assert done.returncode == 2 and "--force" in done.stderr and out.read_bytes() == b"mine"
     done = run_cli("scripts/export_encoder.py", str(ckpt), str(out), "--force")
     assert done.returncode == 0 and out.read_bytes() != b"mine"
+    fresh = tmp_path / "new" / "folder" / "encoder.safetensors"  # made, not a traceback
+    done = run_cli("scripts/export_encoder.py", str(ckpt), str(fresh))
+    assert done.returncode == 0 and fresh.is_file(), done.stderr[-2000:]
 
 
 def test_a_multirun_into_a_finished_sweep_leaves_its_multirun_yaml_unchanged(tmp_path):
