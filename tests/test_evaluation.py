@@ -107,6 +107,8 @@ def test_a_grid_point_is_the_same_fit_alone_or_among_the_others():
     assert not torch.allclose(grid.weight[0], grid.weight[2], atol=1e-3)  # wd does matter
 
 
+@pytest.mark.slow  # a pre-training and two eval.py runs, 50 s: make test-slow (CI runs it);
+# make test rates features at the end of the default job (test_train.py)
 def test_eval_features_rates_a_trainlab_checkpoint_against_its_baselines(
     digits_ijepa_ckpt, tmp_path
 ):

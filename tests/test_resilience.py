@@ -318,6 +318,7 @@ def test_torchrun_restarts_a_killed_rank_and_the_run_ends_as_if_uninterrupted(tm
     assert "resuming from" in log and "checkpoints/step0000" in log
 
 
+@pytest.mark.slow  # three runs in subprocesses, 34 s: make test-slow (CI runs it)
 def test_sigkill_during_validation_resumes_exactly_from_a_step_checkpoint(tmp_path):
     """Killed while validating epoch 0 (step checkpoints every 2 steps, 6 per epoch): the
     resume starts from step 4, not from a checkpoint at the epoch's last batch, whose
