@@ -146,17 +146,44 @@ def test_every_resolver_configs_use_may_be_read_from_disk():
     assert used and used <= DISK_RESOLVERS, used - DISK_RESOLVERS
 
 
-def test_a_refusal_under_an_experiment_imports_no_torch(tmp_path):
+def refuse_without_torch(tmp_path, script: str, *args: str) -> list[str]:
+    """``python <script> <args>`` as a user runs it: its stderr lines, the last of which says
+    whether torch was imported by the time it exited (exit 2 asserted)."""
     code = (
         "import atexit, runpy, sys\n"
         "atexit.register(lambda: print('torch' in sys.modules, file=sys.stderr))\n"
-        "sys.argv = ['train.py', 'experiment=ijepa_mnist', 'model.ema_shape=bogus']\n"
-        f"runpy.run_path({str(ROOT / 'train.py')!r}, run_name='__main__')\n"
+        f"sys.argv = [{script!r}, *{list(args)!r}]\n"
+        f"runpy.run_path({str(ROOT / script)!r}, run_name='__main__')\n"
     )
-    script = tmp_path / "refuse.py"
-    script.write_text(code)
-    done = run_cli(str(script), cwd=tmp_path)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and lines[-1] == "False", done.stderr[-2000:]
-    assert lines[0].startswith("error: model.ema_shape='bogus'")
+    probe = tmp_path / "probe.py"
+    probe.write_text(code)
+    done = run_cli(str(probe), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-2000:]
+    return done.stderr.strip().splitlines()
+
+
+def test_a_refusal_under_an_experiment_imports_no_torch(tmp_path):
+    lines = refuse_without_torch(
+        tmp_path, "train.py", "experiment=ijepa_mnist", "model.ema_shape=bogus"
+    )
+    assert lines[0].startswith("error: model.ema_shape='bogus'") and lines[-1] == "False", lines
     assert not (tmp_path / "logs" / "train" / "runs").exists()
+
+
+def test_eval_refuses_a_planted_run_config_before_importing_torch(tmp_path):
+    """The judge reads config.yaml as text: no torch, no victim, no eval run dir."""
+    run = tmp_path / "shared"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"never read: refused before")
+    victim = tmp_path / "victim.txt"
+    (run / "config.yaml").write_text(
+        "data:\n  _target_: trainlab.data.digits.DigitsDataModule\n"
+        f"  extra: \"${{oc.create:{{_target_: builtins.open, _args_: ['{victim}', w]}}}}\"\n"
+    )
+    lines = refuse_without_torch(
+        tmp_path, "eval.py", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
+        f"paths.log_dir={tmp_path / 'logs'}",
+    )  # fmt: skip
+    assert lines[0].startswith("error: ") and "data.extra" in lines[0] and "oc.create" in lines[0]
+    assert lines[-1] == "False" and len(lines) == 2, lines
+    assert not victim.exists() and not list((tmp_path / "logs").glob("*/runs/*"))

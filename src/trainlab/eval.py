@@ -13,16 +13,9 @@ import time
 from pathlib import Path
 
 import hydra
-import lightning as L
-import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from trainlab.evaluation.checkpoint import print_ratings, rate_checkpoint
-from trainlab.evaluation.features import Extraction
-from trainlab.evaluation.protocol import choices
-from trainlab.evaluation.protocol import metrics as protocol_metrics
-from trainlab.model.networks.weights import check_readable
 from trainlab.run.checkpoint_config import (
     INPUT_FORMAT,
     config_path,
@@ -31,8 +24,6 @@ from trainlab.run.checkpoint_config import (
 )
 from trainlab.run.config_checks import check_config
 from trainlab.run.hydra_errors import one_line_hydra_errors
-from trainlab.run.instantiate import finish_wandb, instantiate_loggers
-from trainlab.run.results import batch_facts, final_metrics, report
 from trainlab.run.run_dir import (
     guard,
     hold_log_records,
@@ -44,6 +35,9 @@ from trainlab.run.task import run_task
 from trainlab.train import CONFIGS
 from trainlab.utils.errors import UserError
 from trainlab.utils.logging import get_logger, one_console_line
+
+# torch, Lightning and the evaluation code are imported inside the functions that run the
+# evaluation, after the checks that need none of them: a refusal costs a second, not ten.
 
 log = get_logger(__name__)
 
@@ -97,6 +91,14 @@ def command_line_data_keys() -> set[str]:
 
 def rate_features(cfg: DictConfig, ckpt: Path, start: float) -> dict:
     """mode=features: the feature protocol's table for the checkpoint's frozen encoder."""
+    import torch
+
+    from trainlab.evaluation.checkpoint import print_ratings, rate_checkpoint
+    from trainlab.evaluation.features import Extraction
+    from trainlab.evaluation.protocol import choices
+    from trainlab.evaluation.protocol import metrics as protocol_metrics
+    from trainlab.run.results import report
+
     encoder_cfg = cfg.model.get("encoder") or OmegaConf.select(cfg.model, "net.encoder")
     if encoder_cfg is None:
         raise UserError(
@@ -140,13 +142,20 @@ def rate_features(cfg: DictConfig, ckpt: Path, start: float) -> dict:
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:
     start = time.monotonic()
-    one_console_line()
     ckpt = Path(cfg.ckpt_path)
     if not ckpt.is_file():
         what = "is a directory" if ckpt.is_dir() else "does not exist"
         raise UserError(f"ckpt_path={cfg.ckpt_path} {what}: pass a .ckpt file from a run dir")
     if cfg.mode not in ("test", "features"):
         raise UserError(f"mode={cfg.mode} is not a mode: use mode=test or mode=features")
+    run_config_of(ckpt)  # a planted or damaged config.yaml: refused before any import
+    import lightning as L
+
+    from trainlab.model.networks.weights import check_readable
+    from trainlab.run.instantiate import finish_wandb, instantiate_loggers
+    from trainlab.run.results import batch_facts, final_metrics, report
+
+    one_console_line()  # once Lightning is imported: it adds its own console handler then
     check_readable(ckpt)  # truncated, not a checkpoint, or a pickle that would run code
     if cfg.mode == "features":
         cfg = merged_config(cfg, ckpt)
