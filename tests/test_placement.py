@@ -36,7 +36,7 @@ PLACES = {  # case: (overrides given {root}, {logs}, {run}, {file}; words the li
     "inside a finished run": (["run_name=a/b/deeper/c"], "inside the run dir {run}"),
     "above a finished run": (["run_name=a"], "above the run dir {run}"),
     "hydra.run.dir into a run": (["hydra.run.dir={run}/checkpoints"], "inside the run dir {run}"),
-    "hydra.run.dir outside the root": (["hydra.run.dir={root}/elsewhere"], "not inside paths.log_dir"),
+    "run_name leaving the root by a link": (["run_name=out/x"], "not inside paths.log_dir"),
     "hydra.sweep.dir into a run": (["-m", "seed=1,2", "hydra.sweep.dir={run}/sweep"], "inside the run dir {run}"),
     "paths.log_dir on a file": (["paths.log_dir={file}"], "is a file"),
 }  # fmt: skip
@@ -49,6 +49,8 @@ def test_a_run_outside_its_root_or_around_another_run_is_refused_and_writes_noth
     logs = tmp_path / "logs"
     run = finished(logs / "train" / "runs" / "a" / "b")
     (tmp_path / "file").write_text("not a folder\n")
+    (tmp_path / "outside").mkdir()
+    (logs / "train" / "runs" / "out").symlink_to(tmp_path / "outside", target_is_directory=True)
     overrides, words = PLACES[case]
     fill = {"root": tmp_path, "logs": logs, "run": run, "file": tmp_path / "file"}
     before = tree(tmp_path)
@@ -62,6 +64,14 @@ def test_a_run_outside_its_root_or_around_another_run_is_refused_and_writes_noth
     assert len(lines) == 1 and lines[0].startswith("error: "), err[-2000:]
     assert words.format(**fill) in lines[0]
     assert tree(tmp_path) == before  # nothing written anywhere, the finished run unchanged
+
+
+def test_a_run_dir_given_on_the_command_line_may_lie_outside_the_log_root(tmp_path, monkeypatch):
+    """hydra.run.dir is the user's own choice of place: only other runs are off limits."""
+    argv = ["train.py", "trainer.fast_dev_run=true", f"hydra.run.dir={tmp_path / 'run'}",
+            f"paths.log_dir={tmp_path / 'logs'}", "extras.print_config=false"]  # fmt: skip
+    assert run_in_process(trainlab.train.main, argv, monkeypatch) == 0
+    assert (tmp_path / "run" / "meta.json").is_file()
 
 
 def test_nested_run_names_work_and_their_resume_hint_names_the_whole_name(tmp_path):

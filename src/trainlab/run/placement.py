@@ -73,12 +73,13 @@ def other_run_around(folder: Path) -> tuple[str, Path] | None:
     return None
 
 
-def check_place(key: str, value: object, folder: Path, log_dir: str) -> Path:
-    """``folder`` (a run or sweep dir, set by ``key=value``) resolved, if it lies inside the
-    log dir and neither inside nor above another run."""
+def check_place(key: str, value: object, folder: Path, log_dir: str, given: bool) -> Path:
+    """``folder`` (a run or sweep dir, set by ``key=value``) resolved, if it is neither inside
+    nor above another run and, unless the command line ``given`` the dir itself (then it is
+    the user's choice), lies inside the log dir."""
     root = check_log_dir(Path(log_dir))
     place = folder.resolve()
-    if place == root or not place.is_relative_to(root):
+    if not given and (place == root or not place.is_relative_to(root)):
         raise ConfigError(
             f"{key}={value} is not inside paths.log_dir={log_dir}: runs live in their log "
             "root; set paths.log_dir to move the root, and run_name to name the run"
@@ -99,7 +100,8 @@ def place_run(config: DictConfig) -> Path:
     given = any(o.startswith("hydra.run.dir=") for o in config.hydra.overrides.hydra)
     key = "hydra.run.dir" if given else "run_name"
     run_dir = Path(config.hydra.run.dir)
-    return check_place(key, run_dir if given else config.run_name, run_dir, config.paths.log_dir)
+    value = run_dir if given else config.run_name
+    return check_place(key, value, run_dir, config.paths.log_dir, given)
 
 
 def place_sweep(config: DictConfig) -> Path:
@@ -115,7 +117,8 @@ def place_sweep(config: DictConfig) -> Path:
                 f"({used[0].relative_to(sweep_dir)}{' and more' if len(used) > 1 else ''}): "
                 "its results stay as they are; give the sweep another hydra.sweep.dir"
             )
-        return check_place("hydra.sweep.dir", sweep_dir, sweep_dir, config.paths.log_dir)
+        given = any(o.startswith("hydra.sweep.dir=") for o in config.hydra.overrides.hydra)
+        return check_place("hydra.sweep.dir", sweep_dir, sweep_dir, config.paths.log_dir, given)
     root = check_log_dir(Path(config.paths.log_dir))
     place = sweep_dir.resolve()
     if place == root or not place.is_relative_to(root):
