@@ -228,7 +228,7 @@ def memory_table(quick: bool) -> str:
     from hydra.utils import instantiate
 
     from trainlab.callbacks.memory_estimate import GIB, saved_activation_bytes
-    from trainlab.model.networks.masks import step_generator
+    from trainlab.networks.masks import step_generator
 
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
@@ -428,7 +428,7 @@ def sync_batchnorm_check(rank: int, device: torch.device) -> dict:
     whole batch. torch's SyncBatchNorm refuses CPU tensors, so this runs on GPUs only."""
     import torch.distributed as dist
 
-    from trainlab.model.networks.vicreg import Expander
+    from trainlab.networks.vicreg import Expander
 
     torch.manual_seed(0)
     expander = Expander(32, width=64, depth=2).to(device)

@@ -6,7 +6,7 @@ The file loads into the matching timm model, e.g. for the ijepa experiment:
     timm.create_model("vit_huge_patch14_gap_224", num_classes=0, pretrained=True,
                       pretrained_cfg_overlay={"file": "encoder.safetensors"})
 A CNN patch stem (``model.encoder.stem_width``, as in ijepa_mnist) is not timm's: pass
-``embed_layer=trainlab.model.networks.patch_stem.patch_embed_layer(<stem_width>)`` to
+``embed_layer=trainlab.networks.patch_stem.patch_embed_layer(<stem_width>)`` to
 timm's VisionTransformer as well.
 """
 
@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from trainlab.model.networks.weights import export_target_encoder
+from trainlab.networks.weights import export_target_encoder
 from trainlab.run.run_dir import owning_run
 from trainlab.utils.errors import UserError
 

@@ -149,7 +149,7 @@ ROUND6: dict[str, list[str]] = {
 VARIANTS.update(ROUND6)
 
 # Round 10: the context encoder sees each image under a small random affine (not in the
-# paper, model/networks/view_jitter.py), the target encoder the image itself: does predicting clean
+# paper, networks/view_jitter.py), the target encoder the image itself: does predicting clean
 # targets from a deformed context buy the invariance the pixels' kNN lacks?
 ROUND10: dict[str, list[str]] = {
     "r10_jitter_small": ["model.context_jitter={degrees:10,translate:0.1,scale:0.1}"],
@@ -169,7 +169,7 @@ VARIANTS.update(ROUND12)
 # Round 14: two changes of kind, not of degree, after rounds 5-13 found no schedule, view or
 # size that closes the gap. SIGReg (LeJEPA) in place of var_cov: an isotropic-Gaussian target
 # for the pooled features, where var_cov only spreads and decorrelates them. And a CNN patch
-# stem that stays inside each patch (model/networks/patch_stem.py): convolutional filters
+# stem that stays inside each patch (networks/patch_stem.py): convolutional filters
 # for the local strokes, with no leak of the masked targets' pixels into the context.
 ROUND14: dict[str, list[str]] = {
     "r14_sigreg_0.05": ["model.var_cov=0.0", "model.sigreg=0.05"],

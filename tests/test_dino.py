@@ -7,8 +7,8 @@ import pytest
 import torch
 from conftest import compose_cfg
 
-from trainlab.model.networks.heads import ProjectionHead
-from trainlab.model.networks.masks import step_generator
+from trainlab.networks.heads import ProjectionHead
+from trainlab.networks.masks import step_generator
 
 SMALL = ["experiment=dino_digits", "model.encoder.depth=1", "data.batch_size=16"]
 

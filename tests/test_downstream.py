@@ -12,8 +12,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from trainlab.data.low_shot import class_balanced_subset, labels_of
 from trainlab.model.classifier import Classifier
-from trainlab.model.networks.encoder_classifier import EncoderClassifier
-from trainlab.model.networks.vit import ViTEncoder
+from trainlab.networks.encoder_classifier import EncoderClassifier
+from trainlab.networks.vit import ViTEncoder
 from trainlab.utils.errors import DataError
 
 ENCODER = dict(img_size=16, patch_size=4, in_chans=1, size="vit_tiny", depth=4)

@@ -13,6 +13,7 @@ from trainlab.evaluation.features import Extraction, gather_shards
 from trainlab.evaluation.linear_grid import linear_grid, train_heads
 from trainlab.evaluation.protocol import knn_choice
 from trainlab.run.checkpoint_config import run_config_of
+from trainlab.utils.errors import ConfigError
 
 SIZES = {"train": 600, "val": 200, "test": 300}
 
@@ -179,15 +180,23 @@ def test_eval_features_rates_an_official_format_checkpoint(tmp_path):
     assert metrics["features/linear_acc"] > 0.3  # a random ViT on digits is well above chance
 
 
-def test_a_run_dir_written_before_the_packages_were_renamed_still_loads(tmp_path):
+def test_a_run_dir_naming_a_class_trainlab_no_longer_has_is_refused_in_one_line(tmp_path):
+    """Class paths are not translated: a run dir written by another layout names a class this
+    package lacks, and opening it is a ConfigError naming the key, before anything is built."""
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "config.yaml").write_text(
-        "model:\n  _target_: trainlab.modules.ijepa.IJEPA\n  encoder:\n"
-        "    _target_: trainlab.models.vit.ViTEncoder\n    img_size: 16\n    in_chans: 1\n"
+        "model:\n  _target_: trainlab.model.ijepa.IJEPA\n  encoder:\n"
+        "    _target_: trainlab.models.vit.ViTEncoder\n    img_size: 16\n"
+    )
+    with pytest.raises(ConfigError, match="model.encoder._target_") as refused:
+        run_config_of(tmp_path / "checkpoints" / "last.ckpt")
+    assert "\n" not in str(refused.value)
+    (tmp_path / "config.yaml").write_text(
+        "model:\n  _target_: trainlab.model.ijepa.IJEPA\n  encoder:\n"
+        "    _target_: trainlab.networks.vit.ViTEncoder\n    img_size: 16\n    in_chans: 1\n"
         "    patch_size: 4\n    size: vit_tiny\n    depth: 1\n"
     )
     cfg = run_config_of(tmp_path / "checkpoints" / "last.ckpt")
-    assert cfg.model._target_ == "trainlab.model.ijepa.IJEPA"
     assert instantiate(cfg.model.encoder).grid == (4, 4)
 
 

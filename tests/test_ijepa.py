@@ -172,7 +172,7 @@ def test_the_online_monitors_read_the_protocols_last4_view(tmp_path):
     """What the monitors see is what eval.py mode=features rates (its ``last4`` view of the
     target encoder), so their numbers can agree; the loss is the paper's on the same forward."""
     from trainlab.evaluation.features import encoder_views
-    from trainlab.model.networks.masks import step_generator
+    from trainlab.networks.masks import step_generator
 
     model, data = tiny_ijepa(tmp_path, "model.encoder.depth=4")
     data.setup("fit")
@@ -204,7 +204,7 @@ def test_loss_gradients_reach_encoder_and_predictor_but_not_the_target(tmp_path)
     data.setup()
     # as Lightning delivers it: uint8 from the loader, normalised after the transfer
     images, labels = data.on_after_batch_transfer(next(iter(data.train_dataloader())), 0)
-    from trainlab.model.networks.masks import step_generator
+    from trainlab.networks.masks import step_generator
 
     loss, features = model.loss(images, step_generator(0, 0, 0))
     loss.backward()
@@ -222,7 +222,7 @@ def test_predictor_last_block_on_target_rows_matches_every_row(fused_attn, check
     timm's Block on every row: the same predictions and the same gradients, with torch's
     fused attention and written out (a bf16 run on a CPU), with and without checkpointing,
     and with timm's optional attention output gate (a fork may turn it on)."""
-    from trainlab.model.networks.predictor import Predictor
+    from trainlab.networks.predictor import Predictor
 
     torch.manual_seed(0)
     predictor = Predictor((4, 4), 32, pred_dim=24, depth=2, num_heads=4,
@@ -259,7 +259,7 @@ def test_step_tokens_and_flops_count_what_the_step_runs(tmp_path):
     matrices, 28 % more than the model's FLOPs there, which the count leaves out)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from trainlab.model.networks.masks import step_generator
+    from trainlab.networks.masks import step_generator
 
     model, _ = tiny_ijepa(tmp_path, "model.encoder.depth=2", "model.predictor.depth=2")
     images = torch.randn(8, 1, 16, 16)
@@ -282,7 +282,7 @@ def test_compiled_steps_match_eager_and_stop_recompiling_after_warm_up(tmp_path)
     from torch._dynamo.utils import counters
 
     from trainlab.model.compile import compile_networks
-    from trainlab.model.networks.masks import step_generator
+    from trainlab.networks.masks import step_generator
 
     torch._dynamo.reset()
     eager, _ = tiny_ijepa(tmp_path, "data.image_size=32")  # an 8 x 8 grid: many lengths
@@ -419,7 +419,7 @@ def default_job_trace(tmp_path) -> dict[str, list[str]]:
 
 
 def test_variance_covariance_penalises_collapse_not_spread():
-    from trainlab.model.networks.vicreg import variance_covariance
+    from trainlab.networks.vicreg import variance_covariance
 
     g = torch.Generator().manual_seed(0)
     spread = torch.randn(4096, 8, generator=g)
@@ -431,7 +431,7 @@ def test_variance_covariance_penalises_collapse_not_spread():
 
 
 def test_sigreg_is_small_for_a_standard_gaussian_and_large_for_collapse_or_wrong_scale():
-    from trainlab.model.networks.sigreg import sigreg
+    from trainlab.networks.sigreg import sigreg
 
     g = torch.Generator().manual_seed(0)
     gaussian = torch.randn(256, 32, generator=g)
@@ -443,7 +443,7 @@ def test_sigreg_is_small_for_a_standard_gaussian_and_large_for_collapse_or_wrong
 
 
 def test_sigreg_adds_its_weighted_term_to_the_loss_and_leaves_the_masks(tmp_path):
-    from trainlab.model.networks.masks import step_generator
+    from trainlab.networks.masks import step_generator
 
     model, data = tiny_ijepa(tmp_path, "model.var_cov=0.0", "model.sigreg=1.0")
     data.setup()
@@ -456,7 +456,7 @@ def test_sigreg_adds_its_weighted_term_to_the_loss_and_leaves_the_masks(tmp_path
 
 
 def test_var_cov_adds_its_weighted_term_to_the_loss(tmp_path):
-    from trainlab.model.networks.masks import step_generator
+    from trainlab.networks.masks import step_generator
 
     model, data = tiny_ijepa(tmp_path, "model.var_cov=1.0")
     data.setup()
@@ -469,7 +469,7 @@ def test_var_cov_adds_its_weighted_term_to_the_loss(tmp_path):
 
 
 def test_invariance_adds_the_gap_between_pooled_context_and_pooled_target(tmp_path):
-    from trainlab.model.networks.masks import step_generator
+    from trainlab.networks.masks import step_generator
 
     # depth 2: the monitors' features hold two blocks, and the term must read the last one
     model, data = tiny_ijepa(tmp_path, "model.invariance=2.0", "model.encoder.depth=2")
@@ -513,8 +513,8 @@ def test_target_norm_normalises_tokens_or_channels_and_leaves_the_monitors(tmp_p
 
 
 def test_a_jittered_context_changes_the_loss_not_the_targets_or_the_monitors(tmp_path):
-    from trainlab.model.networks.masks import step_generator
-    from trainlab.model.networks.view_jitter import random_affine
+    from trainlab.networks.masks import step_generator
+    from trainlab.networks.view_jitter import random_affine
 
     model, data = tiny_ijepa(tmp_path, "model.context_jitter={degrees:10,translate:0.1,scale:0.1}")
     data.setup()
@@ -569,7 +569,7 @@ def test_fixed_shape_masks_compile_once_per_shape_and_then_never_again(tmp_path)
     from torch._dynamo.utils import counters
 
     from trainlab.model.compile import compile_networks
-    from trainlab.model.networks.masks import step_generator
+    from trainlab.networks.masks import step_generator
 
     symbolic = []
 

@@ -9,7 +9,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "trainlab"
 FLOORS = [
     ["utils"],
     ["optim", "data"],
-    ["model.networks"],
+    ["networks"],
     ["evaluation"],
     ["model"],
     ["callbacks", "logger", "strategy", "trainer"],
@@ -20,13 +20,9 @@ FLOOR = {name: i for i, names in enumerate(FLOORS) for name in names}
 
 
 def package(module: str) -> str:
-    """trainlab.model.networks.vit -> model.networks; trainlab.run.preflight -> run."""
+    """trainlab.networks.vit -> networks; trainlab.run.preflight -> run."""
     parts = module.split(".")[1:]
-    if not parts:
-        return "trainlab"
-    if parts[:2] == ["model", "networks"]:
-        return "model.networks"
-    return parts[0]
+    return parts[0] if parts else "trainlab"
 
 
 def imports(path: Path):

@@ -4,8 +4,8 @@ import hydra
 import torch
 from conftest import compose_cfg
 
-from trainlab.model.networks.mae import patchify, random_masks
-from trainlab.model.networks.masks import step_generator
+from trainlab.networks.mae import patchify, random_masks
+from trainlab.networks.masks import step_generator
 
 
 def test_random_masks_split_every_image_into_visible_and_masked():

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from trainlab.model.networks.masks import MultiBlockMaskGenerator, step_generator
+from trainlab.networks.masks import MultiBlockMaskGenerator, step_generator
 from trainlab.utils.errors import ConfigError
 
 

@@ -26,8 +26,8 @@ from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
 import trainlab.train
-from trainlab.model.networks.masks import Masks, step_generator
 from trainlab.model.self_supervised import SelfSupervised
+from trainlab.networks.masks import Masks, step_generator
 
 OFFLINE_DATA = ("trainlab.data.digits.", "trainlab.data.mnist5k.")
 BATCH = 8  # 4 a rank

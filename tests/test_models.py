@@ -7,10 +7,10 @@ import pytest
 import timm
 import torch
 
-from trainlab.model.networks.encoder_classifier import EncoderClassifier
-from trainlab.model.networks.patch_stem import PatchCNN
-from trainlab.model.networks.predictor import Predictor
-from trainlab.model.networks.vit import ViTEncoder
+from trainlab.networks.encoder_classifier import EncoderClassifier
+from trainlab.networks.patch_stem import PatchCNN
+from trainlab.networks.predictor import Predictor
+from trainlab.networks.vit import ViTEncoder
 
 
 def test_vit_huge_patch14_matches_timm_parameter_for_parameter():
@@ -111,13 +111,13 @@ def test_last4_features_match_the_hand_written_forward():
 @pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("tokens, dim, heads", [(50, 192, 3), (197, 384, 6), (17, 96, 4)])
 def test_block_flops_formula_matches_torch_flop_counter(tokens, dim, heads, fused):
-    """trainlab.model.networks.flops against FlopCounterMode, forward and forward + backward (3x),
+    """trainlab.networks.flops against FlopCounterMode, forward and forward + backward (3x),
     with attention as matmuls and as the CPU's fused kernel (whose formula flops.py adds to
     the counter: without it, attention counts 0 and the fused case fails)."""
     from timm.models.vision_transformer import Block
     from torch.utils.flop_counter import FlopCounterMode
 
-    from trainlab.model.networks.flops import block_flops
+    from trainlab.networks.flops import block_flops
 
     block = Block(dim, heads, mlp_ratio=4.0)
     block.attn.fused_attn = fused
@@ -138,8 +138,8 @@ def test_patch_embed_flops_formula_matches_torch_flop_counter():
     from timm.layers import PatchEmbed
     from torch.utils.flop_counter import FlopCounterMode
 
-    from trainlab.model.networks.flops import patch_embed_flops
-    from trainlab.model.networks.patch_stem import MATRIX_MAX_PATCH, ConvPatchEmbed
+    from trainlab.networks.flops import patch_embed_flops
+    from trainlab.networks.patch_stem import MATRIX_MAX_PATCH, ConvPatchEmbed
 
     p = MATRIX_MAX_PATCH + 2
     for embed in (
@@ -157,7 +157,7 @@ def test_the_model_summary_counts_the_evaluation_forward_flops(cfg_factory):
     from hydra.utils import instantiate
     from lightning.pytorch.utilities.model_summary import ModelSummary
 
-    from trainlab.model.networks.flops import blocks_flops, patch_embed_flops
+    from trainlab.networks.flops import blocks_flops, patch_embed_flops
 
     model = instantiate(cfg_factory().model)
     encoder = model.target_encoder
@@ -168,9 +168,9 @@ def test_the_model_summary_counts_the_evaluation_forward_flops(cfg_factory):
 
 
 def test_networks_import_no_lightning_and_nothing_above_them():
-    """Imports only go down: a fork can take model/networks/ into any training loop."""
+    """Imports only go down: a fork can take networks/ into any training loop."""
     code = (
-        "import sys, pkgutil, importlib, trainlab.model.networks as n\n"
+        "import sys, pkgutil, importlib, trainlab.networks as n\n"
         "for m in pkgutil.iter_modules(n.__path__): importlib.import_module(f'{n.__name__}.{m.name}')\n"
         "print(' '.join(sys.modules))"
     )
@@ -181,5 +181,5 @@ def test_networks_import_no_lightning_and_nothing_above_them():
     above = ("trainlab.model.", "trainlab.run", "trainlab.strategy", "trainlab.callbacks")
     # trainlab/__init__.py registers the config's monitor resolver (model/monitor.py).
     assert [
-        m for m in loaded if m.startswith(above) and not m.startswith("trainlab.model.networks")
+        m for m in loaded if m.startswith(above) and not m.startswith("trainlab.networks")
     ] == ["trainlab.model.monitor"]

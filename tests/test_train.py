@@ -19,7 +19,7 @@ from conftest import (
 from omegaconf import OmegaConf
 
 from trainlab.eval import evaluate
-from trainlab.model.networks.weights import ijepa_parts, read_state
+from trainlab.networks.weights import ijepa_parts, read_state
 from trainlab.train import train
 from trainlab.utils.errors import DataError
 

@@ -11,9 +11,9 @@ from conftest import FAST, compose_cfg, logged_series, run_cli
 from PIL import Image
 
 from trainlab.eval import evaluate
-from trainlab.model.networks.likelihoods import Bernoulli, DiscretizedLogistic
-from trainlab.model.networks.vae import MLPVAE, ConvVAE
 from trainlab.model.vae import VAE
+from trainlab.networks.likelihoods import Bernoulli, DiscretizedLogistic
+from trainlab.networks.vae import MLPVAE, ConvVAE
 from trainlab.train import train
 
 
@@ -93,7 +93,7 @@ def test_importance_weighting_approaches_the_exact_likelihood_from_above():
 
 def test_gaussian_likelihood_is_normalised():
     """exp(log_prob) + log 256 per pixel is a density in x: it integrates to 1."""
-    from trainlab.model.networks.likelihoods import Gaussian
+    from trainlab.networks.likelihoods import Gaussian
 
     x = torch.linspace(-1.5, 2.5, 400001)[:, None, None, None]  # (N, 1, 1, 1)
     params = torch.tensor([0.3, math.log(0.1)]).expand(len(x), 2)[:, :, None, None]

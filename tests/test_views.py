@@ -13,8 +13,8 @@ from trainlab.data.fake import FakeDataModule
 from trainlab.data.imagefolder import ImageFolderDataModule
 from trainlab.data.mnist5k import MNIST5kDataModule
 from trainlab.data.stream import StreamDataModule
-from trainlab.model.networks.masks import step_generator
-from trainlab.model.networks.vit import ViTEncoder
+from trainlab.networks.masks import step_generator
+from trainlab.networks.vit import ViTEncoder
 
 # The first view is the single-image path's crop (no flip, no colour); the second a smaller
 # crop at half the size, as multi-crop recipes have.

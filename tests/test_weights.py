@@ -5,9 +5,9 @@ import torch
 from test_ijepa import tiny_ijepa
 from timm.models.vision_transformer import VisionTransformer
 
-from trainlab.model.networks.patch_stem import patch_embed_layer
-from trainlab.model.networks.vit import ViTEncoder
-from trainlab.model.networks.weights import PREDICTOR_KEYS, export_target_encoder
+from trainlab.networks.patch_stem import patch_embed_layer
+from trainlab.networks.vit import ViTEncoder
+from trainlab.networks.weights import PREDICTOR_KEYS, export_target_encoder
 from trainlab.utils.errors import UserError
 
 

@@ -151,7 +151,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     run_config_of(ckpt)  # a planted or damaged config.yaml: refused before any import
     import lightning as L
 
-    from trainlab.model.networks.weights import check_readable
+    from trainlab.networks.weights import check_readable
     from trainlab.run.instantiate import finish_wandb, instantiate_loggers
     from trainlab.run.results import batch_facts, final_metrics, report
 

@@ -43,9 +43,9 @@ def loader_images_per_s(folder: Path, uint8_batches: bool, workers: int) -> tupl
 def vit_small_ijepa():
     """I-JEPA with ViT-Small/16 at 224 px: a 14x14 grid, the paper's masks."""
     from trainlab.model.ijepa import IJEPA
-    from trainlab.model.networks.masks import MultiBlockMaskGenerator
-    from trainlab.model.networks.predictor import Predictor
-    from trainlab.model.networks.vit import ViTEncoder
+    from trainlab.networks.masks import MultiBlockMaskGenerator
+    from trainlab.networks.predictor import Predictor
+    from trainlab.networks.vit import ViTEncoder
 
     torch.manual_seed(0)
     return IJEPA(

@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from trainlab.model.networks.masks import MultiBlockMaskGenerator, step_generator
+from trainlab.networks.masks import MultiBlockMaskGenerator, step_generator
 
 
 def reference_loop(

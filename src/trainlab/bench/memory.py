@@ -9,7 +9,7 @@ memory that activation checkpointing trades for recomputation.
 import torch
 
 from trainlab.callbacks.memory_estimate import saved_activation_bytes
-from trainlab.model.networks.masks import step_generator
+from trainlab.networks.masks import step_generator
 
 
 def saved_activation_mib(model, images) -> float:

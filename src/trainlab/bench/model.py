@@ -5,9 +5,9 @@ from functools import partial
 import torch
 
 from trainlab.model.ijepa import IJEPA
-from trainlab.model.networks.masks import MultiBlockMaskGenerator
-from trainlab.model.networks.predictor import Predictor
-from trainlab.model.networks.vit import ViTEncoder
+from trainlab.networks.masks import MultiBlockMaskGenerator
+from trainlab.networks.predictor import Predictor
+from trainlab.networks.vit import ViTEncoder
 
 
 def make_ijepa(

@@ -15,7 +15,7 @@ from collections import Counter
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from trainlab.model.networks.vit import ViTEncoder
+from trainlab.networks.vit import ViTEncoder
 from trainlab.optim.param_groups import decay_groups
 
 

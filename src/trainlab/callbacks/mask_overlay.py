@@ -5,7 +5,7 @@ from lightning.pytorch.callbacks import Callback
 from torchvision.utils import make_grid
 
 from trainlab.callbacks.pictures import enlarge, publish
-from trainlab.model.networks.masks import step_generator
+from trainlab.networks.masks import step_generator
 from trainlab.utils.ranges import Count
 from trainlab.utils.seeding import run_seed
 

@@ -15,7 +15,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy
 
-from trainlab.model.networks.masks import step_generator
+from trainlab.networks.masks import step_generator
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)

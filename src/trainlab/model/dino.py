@@ -7,11 +7,11 @@ local views after them."""
 import torch
 import torch.nn.functional as F
 
-from trainlab.model.networks.heads import ProjectionHead
-from trainlab.model.networks.running_mean import RunningMean
-from trainlab.model.networks.teacher import teacher_of
-from trainlab.model.networks.vit import ViTEncoder
 from trainlab.model.self_supervised import SelfSupervised
+from trainlab.networks.heads import ProjectionHead
+from trainlab.networks.running_mean import RunningMean
+from trainlab.networks.teacher import teacher_of
+from trainlab.networks.vit import ViTEncoder
 from trainlab.utils.ranges import Count, EmaSchedule, Momentum, NonNegative, Positive
 
 

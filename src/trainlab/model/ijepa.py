@@ -7,18 +7,18 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from trainlab.model.networks.flops import blocks_flops, patch_embed_flops
-from trainlab.model.networks.gather import gather_batch
-from trainlab.model.networks.masks import MultiBlockMaskGenerator
-from trainlab.model.networks.predictor import Predictor
-from trainlab.model.networks.sigreg import sigreg
-from trainlab.model.networks.target_norm import TARGET_NORMS
-from trainlab.model.networks.teacher import teacher_of
-from trainlab.model.networks.vicreg import variance_covariance
-from trainlab.model.networks.view_jitter import random_affine
-from trainlab.model.networks.vit import ViTEncoder, gather_tokens
-from trainlab.model.networks.weights import ijepa_parts, load_into, read_state
 from trainlab.model.self_supervised import SelfSupervised
+from trainlab.networks.flops import blocks_flops, patch_embed_flops
+from trainlab.networks.gather import gather_batch
+from trainlab.networks.masks import MultiBlockMaskGenerator
+from trainlab.networks.predictor import Predictor
+from trainlab.networks.sigreg import sigreg
+from trainlab.networks.target_norm import TARGET_NORMS
+from trainlab.networks.teacher import teacher_of
+from trainlab.networks.vicreg import variance_covariance
+from trainlab.networks.view_jitter import random_affine
+from trainlab.networks.vit import ViTEncoder, gather_tokens
+from trainlab.networks.weights import ijepa_parts, load_into, read_state
 from trainlab.utils.ranges import Count, EmaSchedule, NonNegative
 
 LOSSES = {"smooth_l1": F.smooth_l1_loss, "l1": F.l1_loss, "l2": F.mse_loss}

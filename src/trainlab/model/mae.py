@@ -5,9 +5,9 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from trainlab.model.networks.mae import patchify, random_masks
-from trainlab.model.networks.vit import ViTEncoder, gather_tokens
 from trainlab.model.self_supervised import SelfSupervised
+from trainlab.networks.mae import patchify, random_masks
+from trainlab.networks.vit import ViTEncoder, gather_tokens
 from trainlab.utils.ranges import OpenFraction
 
 

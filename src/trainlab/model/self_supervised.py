@@ -19,7 +19,7 @@ Conventions the rest of the template relies on:
   protocol's ``last4`` view, the one its linear probe chooses, so the monitors agree with it;
 - for masked methods, a ``masks`` generator of ``(batch_size, generator)``: the mask picture
   draws it with the run's seed (``run_seed()``, the one way a seed reaches a module);
-- attribute names ``encoder`` / ``target_encoder`` / ``predictor``: model/networks/weights.py maps
+- attribute names ``encoder`` / ``target_encoder`` / ``predictor``: networks/weights.py maps
   checkpoints by these prefixes.
 """
 
@@ -32,7 +32,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from trainlab.evaluation.features import PROBE_BLOCKS
 from trainlab.evaluation.online import OnlineEvaluator
-from trainlab.model.networks.masks import step_generator
+from trainlab.networks.masks import step_generator
 from trainlab.optim.fused import fused_by_default
 from trainlab.optim.param_groups import decay_groups
 from trainlab.optim.schedules import cosine, linear, warmup_cosine, warmup_steps

@@ -11,7 +11,7 @@ import lightning as L
 import torch
 from torchmetrics import MeanMetric
 
-from trainlab.model.networks.vae import VAENet
+from trainlab.networks.vae import VAENet
 from trainlab.optim.fused import fused_by_default
 from trainlab.utils.ranges import NonNegative, NonNegativeInt
 
@@ -20,7 +20,7 @@ EVAL_SEED = 1234  # fixes the binarisation / dequantisation noise of evaluation 
 
 class VAE(L.LightningModule):
     """Args:
-    net: a ``VAENet`` (model/networks/vae.py).
+    net: a ``VAENet`` (networks/vae.py).
     optimizer: partial of a torch optimizer.
     beta: weight of the KL term once warmed up.
     kl_warmup_steps: the KL weight rises linearly from 0 to ``beta`` over this many

@@ -4,10 +4,10 @@ batch (gathered over ranks, with gradients)."""
 
 import torch
 
-from trainlab.model.networks.gather import gather_batch
-from trainlab.model.networks.vicreg import vicreg_terms
-from trainlab.model.networks.vit import ViTEncoder
 from trainlab.model.self_supervised import SelfSupervised
+from trainlab.networks.gather import gather_batch
+from trainlab.networks.vicreg import vicreg_terms
+from trainlab.networks.vit import ViTEncoder
 from trainlab.utils.ranges import NonNegative
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from trainlab.model.networks.weights import check_readable
+from trainlab.networks.weights import check_readable
 from trainlab.run import run_dir as rundir
 from trainlab.run.checkpoint_config import adopt_encoder_shape, load_run_config
 from trainlab.run.config_checks import check_config

@@ -15,15 +15,6 @@ log = get_logger(__name__)
 # What the weights fix: the encoder's architecture and the input it was trained on.
 ENCODER_SHAPE = ("patch_size", "size", "depth", "init_values", "stem_width")
 INPUT_FORMAT = ("image_size", "in_chans", "mean", "std")
-# Packages renamed when configs/ came to mirror src/trainlab/ folder for folder: a run dir
-# written before names its classes by the old paths, and still loads.
-MOVED = {
-    "trainlab.models.": "trainlab.model.networks.",
-    "trainlab.modules.": "trainlab.model.",
-    "trainlab.distributed.": "trainlab.strategy.",
-    "trainlab.loggers.": "trainlab.logger.",
-    "trainlab.plugins.": "trainlab.trainer.",
-}
 
 
 def config_path(ckpt: str | Path) -> Path:
@@ -37,14 +28,10 @@ def run_config_of(ckpt: str | Path) -> DictConfig | None:
 
 
 def load_run_config(path: Path, check: bool = True) -> DictConfig:
-    """A run dir's config.yaml, with class paths of renamed packages brought up to date, and
-    refused if it names any class that trainlab's configs do not (run/allowed_targets.py): a
+    """A run dir's config.yaml, refused if it names any class that trainlab's configs do not (run/allowed_targets.py): a
     shared run dir must not run code when it is opened. ``check=False`` only where nothing
     of it is built (resume's comparison with the command line)."""
-    text = path.read_text()
-    for old, new in MOVED.items():
-        text = text.replace(old, new)
-    cfg = OmegaConf.create(text)
+    cfg = OmegaConf.create(path.read_text())
     if check:
         check_targets(cfg, path)
     return cfg

@@ -21,8 +21,8 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 
-from trainlab.model.networks.masks import step_generator
 from trainlab.model.self_supervised import SelfSupervised
+from trainlab.networks.masks import step_generator
 from trainlab.utils.errors import ConfigError, UserError, one_line
 from trainlab.utils.logging import get_logger
 

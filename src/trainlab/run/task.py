@@ -81,7 +81,7 @@ KNOWN_NOISE = [
     r".*'pin_memory' argument is set as true but no accelerator.*",
     r".*'set_vital' is deprecated.*",  # torchdata 0.11's StatefulDataLoader on torch 2.14
     # torch 2.14 on Lightning 2.6's strategy.all_gather (the monitors' bank, the feature
-    # table) and on model/networks/gather.py
+    # table) and on networks/gather.py
     r".*torch\.distributed\.nn\.functional\.all_gather is deprecated.*",
 ]
 

@@ -12,7 +12,7 @@ import torch
 
 from trainlab.utils.errors import UserError
 
-# Official I-JEPA predictor names -> ours (trainlab.model.networks.predictor.Predictor).
+# Official I-JEPA predictor names -> ours (trainlab.networks.predictor.Predictor).
 PREDICTOR_KEYS = [
     (r"^predictor_embed\.", "embed."),
     (r"^predictor_blocks\.", "blocks."),

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainlab.model.networks.global_batch_norm import GlobalBatchNorm1d
+from trainlab.networks.global_batch_norm import GlobalBatchNorm1d
 from trainlab.utils.ranges import Count
 
 

@@ -1,5 +1,5 @@
 """Variational autoencoders: a diagonal Gaussian posterior q(z | x), a standard normal prior,
-and a decoder that outputs the parameters of a pixel likelihood (model/networks/likelihoods.py).
+and a decoder that outputs the parameters of a pixel likelihood (networks/likelihoods.py).
 
 ``ConvVAE`` works at any image size (28, 32, 64 px, gray or RGB): the decoder upsamples
 to the exact sizes the encoder went through. ``MLPVAE`` is the fully connected model of the
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from trainlab.model.networks.likelihoods import LIKELIHOODS
+from trainlab.networks.likelihoods import LIKELIHOODS
 from trainlab.utils.ranges import Count
 
 

@@ -12,7 +12,7 @@ from timm.layers.pos_embed_sincos import build_sincos2d_pos_embed
 from timm.models.vision_transformer import VisionTransformer
 from torch.utils.checkpoint import checkpoint
 
-from trainlab.model.networks.patch_stem import patch_embed_layer
+from trainlab.networks.patch_stem import patch_embed_layer
 from trainlab.utils.ranges import Count, DropRate, Positive
 
 # name: (embed_dim, depth, num_heads, mlp_ratio), as in timm and the I-JEPA paper.

@@ -6,7 +6,7 @@ from timm.layers import trunc_normal_
 from timm.models.vision_transformer import Block
 from torch import nn
 
-from trainlab.model.networks.vit import gather_tokens, run_blocks, sincos_pos_embed
+from trainlab.networks.vit import gather_tokens, run_blocks, sincos_pos_embed
 from trainlab.utils.ranges import Count, DropRate, Positive
 
 

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.parametrizations import weight_norm
 
-from trainlab.model.networks.global_batch_norm import GlobalBatchNorm1d
+from trainlab.networks.global_batch_norm import GlobalBatchNorm1d
 from trainlab.utils.ranges import Count
 
 

@@ -7,8 +7,8 @@ positions next to encoded visible tokens and run a narrow ViT over them.
 import torch
 from torch import nn
 
-from trainlab.model.networks.masks import Masks
-from trainlab.model.networks.predictor import Predictor
+from trainlab.networks.masks import Masks
+from trainlab.networks.predictor import Predictor
 
 
 def random_masks(

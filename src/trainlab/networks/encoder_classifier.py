@@ -11,8 +11,8 @@ from typing import Literal
 import torch
 from torch import nn
 
-from trainlab.model.networks.vit import ViTEncoder
-from trainlab.model.networks.weights import ijepa_parts, load_into, read_state
+from trainlab.networks.vit import ViTEncoder
+from trainlab.networks.weights import ijepa_parts, load_into, read_state
 from trainlab.utils.errors import UserError
 from trainlab.utils.ranges import Count
 

@@ -10,7 +10,7 @@ alike in train and eval mode. Written here: lightly's and timm's heads use SyncB
 import torch
 from torch import nn
 
-from trainlab.model.networks.gather import gather_batch
+from trainlab.networks.gather import gather_batch
 
 
 class GlobalBatchNorm1d(nn.BatchNorm1d):
