@@ -31,21 +31,21 @@ test-slow: $(STAMP) ## only the slow tests (CI runs them after make test)
 test-full: $(STAMP) ## all tests, slow ones included
 	WANDB_MODE=offline $(PY) -m pytest -q -m "" $(ARGS)
 
-bench: $(STAMP) ## benchmarks; results go to BENCHMARKS.md
-	$(PY) scripts/bench.py
+bench: $(STAMP) ## benchmarks; results go to benchmarks/README.md
+	$(PY) -m benchmarks
 
-bench-gpu: $(STAMP) ## on a CUDA GPU: MFU at ViT-H/14 and the step table; BENCHMARKS_GPU.md
-	$(PY) scripts/bench_gpu.py $(ARGS)
+bench-gpu: $(STAMP) ## on a CUDA GPU: MFU at ViT-H/14 and the step table; benchmarks/gpu.md
+	$(PY) -m benchmarks.gpu $(ARGS)
 
 signatures: $(STAMP) ## rewrite src/trainlab/utils/signatures.json after changing a signature
 	$(PY) -c 'from trainlab.utils.signatures import write; write()'
 
 lint: $(STAMP) ## ruff check
-	$(PY) -m ruff check src tests scripts train.py eval.py
+	$(PY) -m ruff check src tests scripts benchmarks train.py eval.py
 
 format: $(STAMP) ## ruff format + import sorting
-	$(PY) -m ruff check --fix --select I src tests scripts train.py eval.py
-	$(PY) -m ruff format src tests scripts train.py eval.py
+	$(PY) -m ruff check --fix --select I src tests scripts benchmarks train.py eval.py
+	$(PY) -m ruff format src tests scripts benchmarks train.py eval.py
 
 clean: ## remove caches and logs (keeps .venv)
 	rm -rf .pytest_cache .ruff_cache logs/* src/*.egg-info

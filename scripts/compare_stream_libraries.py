@@ -34,7 +34,7 @@ from streaming import MDSWriter
 from streaming.base.util import clean_stale_shared_memory
 from torchvision.datasets.folder import find_classes, make_dataset
 
-from trainlab.bench.stream import BATCH, COMMON, images_per_s, make_folder
+from benchmarks.stream import BATCH, COMMON, images_per_s, make_folder
 from trainlab.data.loopback_s3 import loopback_s3
 from trainlab.data.shards import encoded_sample
 from trainlab.data.transforms import build_transform

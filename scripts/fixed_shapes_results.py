@@ -21,7 +21,7 @@ import torch
 from ijepa_results import train  # its sibling script: train.py into a cached run dir
 from vicreg_recipe_search import fmt  # mean ± std over seeds
 
-from trainlab.bench import cpu_model
+from trainlab.utils.machine import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = {"paper masks": "null", "fixed_shapes=8": "8"}

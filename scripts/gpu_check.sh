@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything issue 47 asks of a GPU, in one call of at most 8 minutes; writes BENCHMARKS_GPU.md
+# Everything issue 47 asks of a GPU, in one call of at most 8 minutes; writes benchmarks/gpu.md
 # (each part as soon as it ends, so a run cut short keeps what it measured), new defaults first:
 #   (a) MFU eager, ViT-H/14 bf16 through train.py on data=synthetic, with a profile of 5
 #       steady steps (GPU-busy fraction, top kernels, host syncs by line);
@@ -12,7 +12,7 @@
 #
 #   scripts/gpu_check.sh                      # on a CUDA machine
 #   scripts/gpu_check.sh --quick              # toy sizes on any machine (tests/test_gpu_check.py)
-#   scripts/gpu_check.sh --parts memory fsdp  # some parts (scripts/bench_gpu.py --help)
+#   scripts/gpu_check.sh --parts memory fsdp  # some parts (python -m benchmarks.gpu --help)
 #
 # Needs trainlab's dependencies importable (make install, or PYTHONPATH on a machine whose
 # Python already has torch and Lightning). Timed on an H100 (2026-11-27): the eager part 153 s;
@@ -23,5 +23,5 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-exec timeout --signal=INT 480 "$PY" scripts/bench_gpu.py \
+exec timeout --signal=INT 480 "$PY" -m benchmarks.gpu \
   --parts mfu_eager steps memory mfu_compile --steps 120 --no-compiled-steps "$@"

@@ -512,7 +512,7 @@ ROUND_TEXT = {
         "full length: the LR ending at 1e-4 instead of 1e-6, and the EMA starting at 0.998.\n"
         "Each row's random encoder is the stem's. Nothing else ran on the machine, an Intel Xeon.\n"
         "The raw pixels' linear probe reads 0.888 here against 0.894 in rounds 5-17, on the same\n"
-        "images by the same protocol; BENCHMARKS.md's run of 2026-11-24 was on an AMD EPYC, and a\n"
+        "images by the same protocol; benchmarks/README.md's run of 2026-11-24 was on an AMD EPYC, and a\n"
         "different machine's L-BFGS fits are the likely cause (not tested). Each change trades about 1.5 points\n"
         "of linear for 1.5 of kNN, within one seed's noise, and no row comes near the linear bar\n"
         "(0.914 as a mean of 3 seeds at full length): none was run at full length.",

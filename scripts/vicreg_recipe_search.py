@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from ijepa_results import train  # its sibling script: train.py into a cached run dir
 
-from trainlab.bench import cpu_model
+from trainlab.utils.machine import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 EPOCHS = 30

@@ -9,7 +9,7 @@ from conftest import ROOT
 
 @pytest.mark.slow  # about a minute: make test-slow
 def test_the_gpu_check_runs_every_part_at_toy_sizes(tmp_path):
-    out = tmp_path / "BENCHMARKS_GPU.md"
+    out = tmp_path / "gpu.md"
     result = subprocess.run(
         [str(ROOT / "scripts" / "gpu_check.sh"), "--quick", "--out", str(out)],
         capture_output=True, text=True, timeout=600,

@@ -10,10 +10,10 @@ import pytest
 import torch
 from conftest import compose_cfg, logged_series
 
-from trainlab.bench import cpu_model
 from trainlab.model.ijepa import IJEPA
 from trainlab.optim.schedules import cosine, linear, warmup_cosine
 from trainlab.train import train
+from trainlab.utils.machine import cpu_model
 
 
 def tiny_ijepa(tmp_path, *overrides):

@@ -14,7 +14,7 @@ FLOORS = [
     ["model"],
     ["callbacks", "logger", "strategy", "trainer"],
     ["run"],
-    ["train", "eval", "runs", "bench", "trainlab"],  # entry points, benchmarks, the package
+    ["train", "eval", "runs", "trainlab"],  # entry points, the package
 ]
 FLOOR = {name: i for i, names in enumerate(FLOORS) for name in names}
 

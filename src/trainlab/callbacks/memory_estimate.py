@@ -6,7 +6,7 @@ steps of 2 and 4 images (under the run's precision and activation checkpointing,
 storage once) and extrapolated to the per-device batch. Two sizes, not one scaled: some
 saved tensors do not grow with the batch (autocast saves a bf16 copy of every weight), and
 scaling a 2-image count by 64 put ViT-H/14 at 129 GiB where the H100 measured 46.5
-(BENCHMARKS_GPU.md). It leaves out allocator fragmentation, the forward's transient buffers
+(benchmarks/gpu.md). It leaves out allocator fragmentation, the forward's transient buffers
 and what activation checkpointing recomputes in the backward pass. torch has no such
 estimate before a step.
 """

@@ -8,7 +8,7 @@ kernels where there is one) and writes ``step_profile.json`` to the run dir:
 - ``syncs``: on CUDA, every host sync over the same steps
   (``torch.cuda.set_sync_debug_mode("warn")``), counted by the line of trainlab or
   Lightning that caused it, and per step (logging steps sync by design: run_stats).
-Used by scripts/bench_gpu.py (``callbacks=[default,step_profile]``); costs nothing outside
+Used by benchmarks/gpu.py (``callbacks=[default,step_profile]``); costs nothing outside
 its steps.
 """
 

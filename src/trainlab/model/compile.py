@@ -14,7 +14,7 @@ def compile_networks(model: L.LightningModule, backend="inductor") -> None:
 
     A module whose step has a bounded set of shapes (``static_shapes``: how many, e.g. I-JEPA's
     ``masks.fixed_shapes``) is compiled with ``dynamic=False``: each shape once, no symbolic
-    sizes (inductor failed on them at ViT-H, BENCHMARKS_GPU.md). Otherwise torch decides.
+    sizes (inductor failed on them at ViT-H, benchmarks/gpu.md). Otherwise torch decides.
     """
     dynamic = None
     if shapes := getattr(model, "static_shapes", 0):

@@ -260,7 +260,7 @@ class SelfSupervised(L.LightningModule):
         (trainer.log_every_n_steps): self.log copies a number to the module's device, and on
         a GPU that blocking copy waits for every kernel queued so far (torch's copy code), a
         host sync per step."""
-        trainer = self._trainer  # None in a bare loop (trainlab.bench.step)
+        trainer = self._trainer  # None in a bare loop (benchmarks.step)
         if trainer is not None and trainer._logger_connector.should_update_logs:
             self.log_dict(values)
 

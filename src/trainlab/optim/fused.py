@@ -1,9 +1,9 @@
 """The fused optimizer kernel by default: one kernel over all parameters instead of a chain of
 ``torch._foreach_*`` ops, each a full pass over every parameter and optimizer state.
 
-On one H200 at ViT-H/14 (BENCHMARKS_GPU.md) trainlab's bare step ran at 453 samples/s with
+On one H200 at ViT-H/14 (benchmarks/gpu.md) trainlab's bare step ran at 453 samples/s with
 fused AdamW against 232 with torch's default (foreach); on this project's CPUs fused was not
-slower (BENCHMARKS.md, the step table). torch leaves ``fused`` off by default, so it is
+slower (benchmarks/README.md, the step table). torch leaves ``fused`` off by default, so it is
 turned on here, in one place, for every optimizer whose class takes it (Adam, AdamW, SGD,
 Adagrad): an optimizer config that names ``fused`` or ``foreach`` itself, or an optimizer
 without the argument, is left exactly as configured.

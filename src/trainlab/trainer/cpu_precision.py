@@ -13,19 +13,11 @@ An OmegaConf resolver, so the composed config shows the value chosen (``--cfg jo
 ``trainer.precision=...`` on the command line still wins.
 """
 
-from pathlib import Path
-
 from omegaconf import OmegaConf
 
+from trainlab.utils.machine import cpu_flags
+
 BF16_FLAGS = {"avx512_bf16", "amx_bf16"}  # /proc/cpuinfo's names of the bf16 instructions
-
-
-def cpu_flags() -> set[str]:
-    """The CPU's feature flags from /proc/cpuinfo (empty where there is none, e.g. macOS)."""
-    cpuinfo = Path("/proc/cpuinfo")
-    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
-    flags = next((line for line in lines if line.startswith("flags")), "flags:")
-    return set(flags.split(":", 1)[1].split())
 
 
 def cpu_precision(accelerator: str = "auto") -> str:

@@ -7,7 +7,7 @@ batch size and the same number of loader workers; one epoch per measurement, loa
 start-up included. S3 is measured with an empty cache (every chunk downloaded) and in a
 second epoch that reads the cache. Sources take turns in every repeat; medians.
 
-    python -m trainlab.bench.stream [--images 2000] [--repeats 3] [--workers 2]
+    python -m benchmarks.stream [--images 2000] [--repeats 3] [--workers 2]
 """
 
 import argparse
@@ -26,7 +26,7 @@ from PIL import Image
 
 from trainlab.data.loopback_s3 import loopback_s3
 
-SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 CLASSES = 10
 BATCH = 64
 # What both data modules get: ImageNet-sized crops and statistics.

@@ -3,14 +3,14 @@ loader workers a GPU needs at a given step rate.
 
 - data=synthetic: uint8 images already at size, no PIL (data/synthetic.py);
 - data=fake: torchvision's FakeData, a PIL image drawn per sample, then cropped;
-- an ImageNet-like JPEG folder (trainlab/bench/stream.py's images) through data=imagefolder:
+- an ImageNet-like JPEG folder (benchmarks/stream.py's images) through data=imagefolder:
   decode, 0.3-1.0 random-resized crop to 224, uint8.
 
 Each loader runs its batches once, after one batch of warm-up (worker start-up); the batches
 are normalised as a run does after the transfer. Workers per GPU = step rate x seconds per
 image on one worker (the 0-worker row: the main process decodes alone).
 
-    python -m trainlab.bench.loader [--workers 0 2] [--step-rate 480]
+    python -m benchmarks.loader [--workers 0 2] [--step-rate 480]
 """
 
 import argparse
@@ -18,11 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from trainlab.bench import machine
-from trainlab.bench.stream import COMMON, make_folder
+from benchmarks.stream import COMMON, make_folder
 from trainlab.data.fake import FakeDataModule
 from trainlab.data.imagefolder import ImageFolderDataModule
 from trainlab.data.synthetic import SyntheticDataModule
+from trainlab.utils.machine import machine
 
 # Batches timed per loader: FakeData and JPEG decoding cost tens of ms per image on one core.
 BATCHES = {"synthetic": 20, "fake": 2, "jpeg folder": 2}

@@ -1,14 +1,17 @@
-"""Benchmarks behind `make bench` (scripts/bench.py writes BENCHMARKS.md): each module
-compares two implementations side by side in one run and returns medians over repeats.
-Each also runs alone: ``python -m trainlab.bench.<name>``."""
+"""The machine in words, for results files and the recorded trace: the CPU's model and bf16
+instructions, cores, GPU, Python, torch and threads."""
 
 import os
 import platform
 from pathlib import Path
 
-import torch
 
-from trainlab.trainer.cpu_precision import cpu_flags
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none, e.g. macOS)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    flags = next((line for line in lines if line.startswith("flags")), "flags:")
+    return set(flags.split(":", 1)[1].split())
 
 
 def cpu_model() -> str:
@@ -26,7 +29,9 @@ def cpu_model() -> str:
 
 
 def machine() -> str:
-    """The benchmark files' machine line: CPU, cores, GPU, Python, torch, threads."""
+    """The results files' machine line: CPU, cores, GPU, Python, torch, threads."""
+    import torch  # here, not at the top: cpu_flags is read while a config is composed
+
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
     return (
         f"{cpu_model()}, {os.cpu_count()} cores, {gpu}; Python {platform.python_version()}, "

@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[1]
 ONE_STEP = [
     "trainer.max_steps=1",
     "trainer.limit_val_batches=0",

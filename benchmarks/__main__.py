@@ -1,4 +1,4 @@
-"""`make bench`: run every benchmark side by side and write BENCHMARKS.md.
+"""`make bench`: run every benchmark side by side and write benchmarks/README.md.
 
 Each benchmark compares two implementations in the same process and run (ratios, medians
 over repeats), since this machine is shared and absolute numbers drift.
@@ -10,11 +10,10 @@ from pathlib import Path
 
 import torch
 
-from trainlab.bench import (
+from benchmarks import (
     collation,
     comm,
     loader,
-    machine,
     masks,
     memory,
     model,
@@ -25,6 +24,7 @@ from trainlab.bench import (
     step_profile,
     stream,
 )
+from trainlab.utils.machine import machine
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,11 +64,11 @@ def main():
     comm_stats = comm.bench()  # last: its 2-process runs would disturb the timings above
     text = f"""# Benchmarks
 
-Written by `make bench` (scripts/bench.py) on {datetime.date.today()}.
+Written by `make bench` (benchmarks/__main__.py) on {datetime.date.today()}.
 Machine: {machine()}.
 Ratios compare two implementations measured side by side in one run; medians over repeats.
 
-## Mask generation (trainlab/bench/masks.py)
+## Mask generation (benchmarks/masks.py)
 
 Batch {mask_times["batch"]}, {mask_times["grid"]} grid, paper settings (4 targets, min_keep 4).
 
@@ -78,7 +78,7 @@ Batch {mask_times["batch"]}, {mask_times["grid"]} grid, paper settings (4 target
 | trainlab's vectorised generator | {mask_times["vectorised_ms"]:.2f} |
 | **speed-up** | **{mask_times["speedup"]:.1f}x** |
 
-## I-JEPA training step: the reference's way, trainlab's, and what speeds it up (trainlab/bench/step.py)
+## I-JEPA training step: the reference's way, trainlab's, and what speeds it up (benchmarks/step.py)
 
 The default job's model (ViT-Tiny/4 depth 4, predictor 2 x 96) at 32 px, batch {BATCH} gray
 images, the same batch and the same masks every step in every variant (so the same token
@@ -102,7 +102,7 @@ bf16 backward on CPUs, so a bf16 run on a CPU writes attention out as the refere
 where the CPU has bf16 instructions (the machine line says "AMX bf16" or "AVX-512 bf16" where
 it does); without them it runs far slower than float32.
 
-## Where the step's time goes (trainlab/bench/step_profile.py)
+## Where the step's time goes (benchmarks/step_profile.py)
 
 trainlab's eager step above (bare loop), 10 steps under torch.profiler, and the FLOPs of
 those 10 steps' matrix products (linear layers and attention, forward and backward). Everything
@@ -113,14 +113,14 @@ they do now. Beyond it a step must run fewer products or faster ones.
 
 {step_profile.table(profiles)}
 
-## Start-up (trainlab/bench/startup.py)
+## Start-up (benchmarks/startup.py)
 
 `python train.py` with one optimizer step of the default job, no validation, no test
 (median of 3 runs): {startup_times["one_step_run_s"]:.1f} s, of which {startup_times["import_s"]:.1f} s is importing
 trainlab's training code (torch, Lightning, Hydra, timm) and {startup_times["rest_s"]:.1f} s composing the
 config, building the data, model and Trainer, the step and writing the run dir.
 
-## Refusals (trainlab/bench/refusals.py)
+## Refusals (benchmarks/refusals.py)
 
 `python train.py <one bad value>` until its one-line error (exit 2), with and without an
 experiment: seconds, median of 5, and whether torch was imported on the way. Importing
@@ -128,7 +128,7 @@ torch and Lightning alone takes {torch_import_s:.2f} s here (median of 5).
 
 {refusals.table(refusal_rows)}
 
-## Activation checkpointing: peak memory (trainlab/bench/memory.py)
+## Activation checkpointing: peak memory (benchmarks/memory.py)
 
 Same model and batch, one training step on {memory_use["device"]}: {memory_use["what"]}.
 
@@ -138,13 +138,13 @@ Same model and batch, one training step on {memory_use["device"]}: {memory_use["
 | `model.encoder.grad_checkpointing=true` | {memory_use["checkpointed_mib"]:.0f} |
 | **checkpointed / plain** | **{memory_use["ratio"]:.2f}** |
 
-## Data loading: image folder vs shards vs S3 (trainlab/bench/stream.py)
+## Data loading: image folder vs shards vs S3 (benchmarks/stream.py)
 
 Images/s delivered to the training loop by trainlab's data modules.
 
 {stream.table(stream_rates)}
 
-## Collation: uint8 training batches vs float32, at ViT-Small/224 (trainlab/bench/collation.py)
+## Collation: uint8 training batches vs float32, at ViT-Small/224 (benchmarks/collation.py)
 
 {collation_rates["images"]} JPEGs (as above) through data=imagefolder's training loader, 224 px random-resized
 crops, batch {collation_rates["batch"]}, {collation_rates["workers"]} workers, one epoch per measurement, normalisation included
@@ -154,13 +154,13 @@ ViT-Small/16, 224 px (batch 8) on the same machine: the rate the loader has to k
 
 {collation.table(collation_rates)}
 
-## AdamW: torch's default (foreach) against the fused kernel (trainlab/bench/optimizer.py)
+## AdamW: torch's default (foreach) against the fused kernel (benchmarks/optimizer.py)
 
 {optimizer.markdown(optimizer_times)}
-## The training loader alone, by data set and workers (trainlab/bench/loader.py)
+## The training loader alone, by data set and workers (benchmarks/loader.py)
 
 {loader.markdown(loader_rates, 480.0)}
-## DDP comm hooks: bytes per step and loss (trainlab/bench/comm.py)
+## DDP comm hooks: bytes per step and loss (benchmarks/comm.py)
 
 A supervised ViT-B/4 (86 M parameters) on 16 px digits, 2 gloo processes x batch 8,
 AdamW lr 1e-4, {comm_stats["steps"]} optimizer steps from the same seed in each setting.
@@ -170,9 +170,9 @@ the mean training loss over the first and the last {comm.LAST} steps.
 
 {comm.table(comm_stats)}
 
-## On a GPU: BENCHMARKS_GPU.md (`make bench-gpu`)
+## On a GPU: benchmarks/gpu.md (`make bench-gpu`)
 
-This machine has no GPU. On one, `make bench-gpu` (scripts/bench_gpu.py) runs the paper's
+This machine has no GPU. On one, `make bench-gpu` (benchmarks/gpu.py) runs the paper's
 encoder (ViT-H/14 at 224 px, predictor 12 x 384) in bf16-mixed through `python train.py`,
 eager and with `compile=true`, on FakeData so that loading is not what is timed, and reads
 `train/samples_per_s`, `train/tokens_per_s`, `train/tflops_per_s` and `train/mfu` from the
@@ -182,7 +182,7 @@ trainlab.callbacks.run_stats; `peak_tflops=<TFLOP/s>` for a GPU neither knows). 
 runs the step table above on the GPU at ViT-B/16, 224 px, batch 64. The file says which
 GPU and torch wrote it.
 """
-    (ROOT / "BENCHMARKS.md").write_text(text)
+    (ROOT / "benchmarks" / "README.md").write_text(text)
     print(text)
 
 

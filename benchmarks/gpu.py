@@ -1,4 +1,4 @@
-"""`make bench-gpu` and scripts/gpu_check.sh: what needs a CUDA GPU; BENCHMARKS_GPU.md.
+"""`make bench-gpu` and scripts/gpu_check.sh: what needs a CUDA GPU; benchmarks/gpu.md.
 
 Parts (--parts picks, in order; each is written to the file as soon as it ends):
 - mfu_eager, mfu_compile: (a) MFU at ViT-H/14 in bf16 through `python train.py`, read from
@@ -10,7 +10,7 @@ Parts (--parts picks, in order; each is written to the file as soon as it ends):
 - fsdp: (d) FSDP2 on one rank, 20 steps;
 - gloo_powersgd: (e) 2 processes on one GPU over gloo with the PowerSGD hook, and
   SyncBatchNorm's running statistics on both ranks against one BatchNorm on the whole batch;
-- steps: BENCHMARKS.md's I-JEPA step table on the GPU (not in gpu_check.sh: its minutes).
+- steps: benchmarks/README.md's I-JEPA step table on the GPU (not in gpu_check.sh: its minutes).
 
 `--quick` runs them at toy sizes on whatever device there is, to check that they run."""
 
@@ -31,8 +31,9 @@ from pathlib import Path
 
 import torch
 
-from trainlab.bench import machine, step
-from trainlab.bench.model import make_ijepa
+from benchmarks import step
+from benchmarks.model import make_ijepa
+from trainlab.utils.machine import machine
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FULL = (dict(img_size=224, patch_size=14, in_chans=3, size="vit_huge"), (384, 12, 12), 128)
 # Timed steps, warm-up steps and repeats of the step table. In the first run 10 timed bf16
 # steps took half a second on an H200 after 3 of warm-up, and single repeats ranged from
-# 0.21x to 2.11x (BENCHMARKS_GPU.md): longer timings, and more warm-up for lazy kernel
+# 0.21x to 2.11x (benchmarks/gpu.md): longer timings, and more warm-up for lazy kernel
 # loading, since then (not yet run on a GPU).
 # At ViT-H/14 a step takes about 0.3 to 0.6 s on an H100/H200: 10 timed steps after 6 of
 # warm-up, 3 repeats (the issue-47 measurement's blocks) keep the table to a few minutes.
@@ -78,9 +79,9 @@ def step_table(quick: bool, device: str, compiled: bool) -> str:
         f"| {ratio:.2f}x | {low:.2f}-{high:.2f}x |"
         for name, (rate, tokens, (ratio, low, high)) in times.items()
     )
-    return f"""## I-JEPA training step on the GPU (trainlab/bench/step.py)
+    return f"""## I-JEPA training step on the GPU (benchmarks/step.py)
 
-BENCHMARKS.md's step table on the GPU: the same batch and masks every step in every
+benchmarks/README.md's step table on the GPU: the same batch and masks every step in every
 variant, ViT-H/14 at 224 px, batch 128, predictor 12 x 384, 4 targets, fixed-shape masks
 (experiment=ijepa's settings),
 medians of {REPEATS} repeats of {STEPS} timed steps after {WARMUP} of warm-up, the GPU
@@ -454,7 +455,7 @@ def main():
     parser.add_argument("--peak-tflops", type=float, default=None,
                         help="the GPU's dense bf16 peak, where neither trainlab nor "
                         "Lightning knows it")  # fmt: skip
-    parser.add_argument("--out", default=str(ROOT / "BENCHMARKS_GPU.md"))
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "gpu.md"))
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=list(PARTS),
                         help="which measurements to run, in this order")  # fmt: skip
     parser.add_argument("--steps", type=int, default=220, help="optimizer steps of each MFU run")
@@ -469,7 +470,7 @@ def main():
     sections = [
         f"""# GPU benchmarks
 
-Written by scripts/bench_gpu.py (`scripts/gpu_check.sh` runs it in one call) on
+Written by benchmarks/gpu.py (`scripts/gpu_check.sh` runs it in one call) on
 {datetime.date.today()}{" (--quick: toy sizes)" if args.quick else ""}, parts {", ".join(args.parts)}.
 Machine: {machine()}.
 

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]  # the repository: runs its train.py
+ROOT = Path(__file__).resolve().parents[1]  # the repository: runs its train.py
 STEPS = 40
 LAST = 10  # the loss reported: mean train loss over the last LAST steps
 VIT_B = [

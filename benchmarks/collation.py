@@ -1,14 +1,14 @@
 """Training batches as uint8 from the loader workers vs float32, at ViT-Small/224, and the
 I-JEPA step they feed.
 
-The image folder of trainlab/bench/stream.py (JPEGs, ImageNet-like sizes) through
+The image folder of benchmarks/stream.py (JPEGs, ImageNet-like sizes) through
 data=imagefolder's training loader (224 px random-resized crops), with
 ``uint8_batches`` on (normalised after the transfer, as Lightning's
 ``on_after_batch_transfer`` does in a run) and off (normalised in the workers, float32
 through the worker queues). Both take turns in every repeat; medians. The I-JEPA step of
 ViT-Small/16 at 224 px on the same machine says whether the loader can keep up.
 
-    python -m trainlab.bench.collation [--images 512] [--repeats 3] [--workers 2]
+    python -m benchmarks.collation [--images 512] [--repeats 3] [--workers 2]
 """
 
 import argparse
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from trainlab.bench import step
-from trainlab.bench.stream import COMMON, make_folder
+from benchmarks import step
+from benchmarks.stream import COMMON, make_folder
 from trainlab.data.imagefolder import ImageFolderDataModule
 
 
@@ -58,7 +58,7 @@ def vit_small_ijepa():
 
 
 def step_samples_per_s(batch: int = 8) -> float:
-    """trainlab's eager step (trainlab/bench/step.py's loop) on that model."""
+    """trainlab's eager step (benchmarks/step.py's loop) on that model."""
     g = torch.Generator().manual_seed(0)
     images = torch.randn(batch, 3, 224, 224, generator=g)
     labels = torch.randint(0, 10, (batch,), generator=g)

@@ -9,7 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[1]
 # Runs train.py as `python train.py ...` does, then says on exit whether torch was imported.
 PROBE = (
     "import atexit, runpy, sys\n"

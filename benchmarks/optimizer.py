@@ -4,7 +4,7 @@ costs more: it runs AdamW as a chain of ``torch._foreach_*`` ops, each a full pa
 every parameter or optimizer state, with temporaries between them, where the fused kernel
 reads each parameter, gradient and moment once and writes them once.
 
-    python -m trainlab.bench.optimizer [--size vit_small] [--repeats 5]
+    python -m benchmarks.optimizer [--size vit_small] [--repeats 5]
 """
 
 import argparse

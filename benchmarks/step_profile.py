@@ -11,7 +11,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
-from trainlab.bench.step import loop_rate
+from benchmarks.step import loop_rate
 from trainlab.networks.masks import step_generator
 
 # The kernels that run matrix products in the step (both attention paths included). The patch
