@@ -41,11 +41,11 @@ signatures: $(STAMP) ## rewrite src/trainlab/utils/signatures.json after changin
 	$(PY) -c 'from trainlab.utils.signatures import write; write()'
 
 lint: $(STAMP) ## ruff check
-	$(PY) -m ruff check src tests scripts benchmarks train.py eval.py
+	$(PY) -m ruff check src tests scripts benchmarks research train.py eval.py
 
 format: $(STAMP) ## ruff format + import sorting
-	$(PY) -m ruff check --fix --select I src tests scripts benchmarks train.py eval.py
-	$(PY) -m ruff format src tests scripts benchmarks train.py eval.py
+	$(PY) -m ruff check --fix --select I src tests scripts benchmarks research train.py eval.py
+	$(PY) -m ruff format src tests scripts benchmarks research train.py eval.py
 
 clean: ## remove caches and logs (keeps .venv)
 	rm -rf .pytest_cache .ruff_cache logs/* src/*.egg-info

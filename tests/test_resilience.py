@@ -298,14 +298,14 @@ def test_a_kill_during_a_save_leaves_the_previous_checkpoint_whole(tmp_path):
 
 @pytest.mark.slow  # 100 s of torchrun restarts: make test-slow (CI runs it after make test)
 def test_torchrun_restarts_a_killed_rank_and_the_run_ends_as_if_uninterrupted(tmp_path):
-    """scripts/chaos.py: 2 CPU ranks under torchrun --max-restarts; rank 0 or 1 gets SIGKILL
+    """research/chaos.py: 2 CPU ranks under torchrun --max-restarts; rank 0 or 1 gets SIGKILL
     in the middle of epoch 0 (once step000004.ckpt exists, of 8 steps); both restart, resume
     from that checkpoint and finish with the uninterrupted run's losses and test metrics."""
     out = tmp_path / "chaos.json"
     args = ["--runs", "1", "--kill-when", "step000004.ckpt", "--json", str(out)]
     args += ["--log-dir", str(tmp_path / "logs")]
     result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "chaos.py"), *args],
+        [sys.executable, str(ROOT / "research" / "chaos.py"), *args],
         capture_output=True,
         text=True,
         timeout=600,
@@ -322,7 +322,7 @@ def test_torchrun_restarts_a_killed_rank_and_the_run_ends_as_if_uninterrupted(tm
 def test_sigkill_during_validation_resumes_exactly_from_a_step_checkpoint(tmp_path):
     """Killed while validating epoch 0 (step checkpoints every 2 steps, 6 per epoch): the
     resume starts from step 4, not from a checkpoint at the epoch's last batch, whose
-    resume would replay epoch 0's order in epoch 1 (found by scripts/chaos.py)."""
+    resume would replay epoch 0's order in epoch 1 (found by research/chaos.py)."""
     steps = [
         "callbacks=[default,step_checkpoints]",
         "callbacks.step_checkpoints.every_n_train_steps=2",

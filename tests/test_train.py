@@ -282,7 +282,7 @@ def test_ijepa_eval_reproduces_the_online_evaluation(tmp_path):
 def test_the_default_job_in_full(tmp_path):
     """`python train.py` as it is (about 4 minutes here): it finishes, and its frozen
     features beat a random encoder of the same shape under the protocol (seeds 0-2 in
-    results/ijepa_results.md: kNN 0.90 against 0.55)."""
+    research/ijepa_results.md: kNN 0.90 against 0.55)."""
     result = run_cli(
         "train.py", f"paths.log_dir={tmp_path}", "run_name=full", cwd=tmp_path, timeout=900
     )

@@ -3,7 +3,7 @@
 A checkpoint written at an epoch's last batch (before its validation) resumes through
 Lightning's "restarted at epoch end" path, which reuses the restored data iterator for the
 next epoch instead of starting a new one: that epoch then replays the previous epoch's
-order (found by scripts/chaos.py). last.ckpt, written after validation, covers that moment.
+order (found by research/chaos.py). last.ckpt, written after validation, covers that moment.
 """
 
 from lightning.pytorch.callbacks import ModelCheckpoint

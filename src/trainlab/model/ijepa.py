@@ -138,7 +138,7 @@ class IJEPA(SelfSupervised):
         self, ctx: torch.Tensor, features: torch.Tensor, generator
     ) -> torch.Tensor | float:
         """The optional terms on the pooled context that the recipe searches tried (none is
-        the paper's; results/ijepa_recipe_search.md): VICReg's variance and covariance
+        the paper's; research/ijepa_recipe_search.md): VICReg's variance and covariance
         (``var_cov``, on by default on small data), LeJEPA's SIGReg (``sigreg``) and C-JEPA's
         invariance to the whole image's target features (``invariance``, Mo & Tong 2024).
         In training, batch statistics are the global batch's (``gather_batch``): 2 ranks equal

@@ -1,8 +1,8 @@
 """Kill a random rank of a 2-process CPU job at a random moment, M times; does it finish,
 and does it end exactly where an uninterrupted run ends?
 
-    python scripts/chaos.py --runs 10 --out results/chaos.md
-    python scripts/chaos.py --runs 1 --json /tmp/chaos.json      # what the test runs
+    python research/chaos.py --runs 10 --out research/chaos.md
+    python research/chaos.py --runs 1 --json /tmp/chaos.json      # what the test runs
 
 Every job is scripts/torchrun.sh (2 CPU ranks, --max-restarts) with resume=true and a step
 checkpoint every 2 optimizer steps, as a user would run a long job. One SIGKILL per run, to
@@ -186,7 +186,7 @@ def main():
         )
         args.out.write_text(f"""# Chaos: killed ranks, restarted by torchrun, resumed from checkpoints
 
-Written by `python scripts/chaos.py {" ".join(sys.argv[1:])}` on {datetime.date.today()}
+Written by `python research/chaos.py {" ".join(sys.argv[1:])}` on {datetime.date.today()}
 ({platform.machine()}, {os.cpu_count()} cores, no GPU). Job: the default I-JEPA digits
 experiment on 2 CPU ranks (gloo) under `scripts/torchrun.sh` with `MAX_RESTARTS=3`,
 `resume=true`, a step checkpoint every 2 optimizer steps; overrides `{" ".join(JOB)}`.

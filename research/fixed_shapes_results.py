@@ -2,10 +2,10 @@
 (model.masks.fixed_shapes=null) beside fixed_shapes=8, seeds 0 1 2, side by side on this
 machine; each run's end-of-run frozen-feature table (the protocol of ``eval.py
 mode=features``: linear grid chosen on val, DINO kNN k=20, test split, 100 % labels).
-Writes results/fixed_shapes.md.
+Writes research/fixed_shapes.md.
 
-    python scripts/fixed_shapes_results.py                 # both variants, seeds 0 1 2
-    python scripts/fixed_shapes_results.py --seeds 0
+    python research/fixed_shapes_results.py                 # both variants, seeds 0 1 2
+    python research/fixed_shapes_results.py --seeds 0
 
 Run dirs are cached under logs/fixed_shapes/runs/ (ijepa_results.train): a stopped script
 continues where it stopped.
@@ -59,7 +59,7 @@ def main() -> None:
     text = [
         "# Fixed-shape masks against the paper's masks on mnist5k",
         "",
-        f"Written by `python scripts/fixed_shapes_results.py {' '.join(sys.argv[1:])}` on "
+        f"Written by `python research/fixed_shapes_results.py {' '.join(sys.argv[1:])}` on "
         f"{datetime.date.today()}: {cpu_model()}, {os.cpu_count()} CPU cores, torch "
         f"{torch.__version__}, no GPU. `python train.py experiment=ijepa_mnist seed=<s> "
         f"model.masks.fixed_shapes=<v>`, seeds {args.seeds}, run one after the other on the "
@@ -75,7 +75,7 @@ def main() -> None:
         *per_seed,
         "",
     ]
-    out = ROOT / "results" / "fixed_shapes.md"
+    out = ROOT / "research" / "fixed_shapes.md"
     out.write_text("\n".join(text))
     print(out.read_text())
 

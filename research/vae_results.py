@@ -1,8 +1,8 @@
 """VAE results for the README: the default runs of vae_digits (and vae_cifar10 where its
 data is present), each through train.py as a user would run it.
 
-    python scripts/vae_results.py                       # writes results/vae.md
-    python scripts/vae_results.py --overrides trainer.max_epochs=5
+    python research/vae_results.py                       # writes research/vae.md
+    python research/vae_results.py --overrides trainer.max_epochs=5
 
 Reads each run's metrics.json: test/nll (importance-weighted, k = the experiment's
 test_importance_samples), test/elbo, test/kl, and test/bpd for 8-bit likelihoods.
@@ -59,7 +59,7 @@ def main():
             )
     text = f"""# VAE results
 
-Written by `python scripts/vae_results.py {" ".join(args.overrides)}` on {datetime.date.today()}
+Written by `python research/vae_results.py {" ".join(args.overrides)}` on {datetime.date.today()}
 ({platform.processor() or platform.machine()}, torch {torch.__version__}, no GPU).
 Test split, nats per image; NLL is the importance-weighted estimate (k from the
 experiment's `model.test_importance_samples`), -ELBO the bound it improves on.
@@ -68,7 +68,7 @@ experiment's `model.test_importance_samples`), -ELBO the bound it improves on.
 |---|---|---|---|---|---|
 {chr(10).join(rows)}
 """
-    out = ROOT / "results" / "vae.md"
+    out = ROOT / "research" / "vae.md"
     out.parent.mkdir(exist_ok=True)
     out.write_text(text)
     print(text)

@@ -1,14 +1,14 @@
 """The measured search behind experiment=dino_mnist: pre-train variants on mnist5k, read each
 run's end-of-run frozen-feature table (the protocol of ``eval.py mode=features``, test
 split) and the teacher's entropy (ln 1024 = 6.93 is the uniform collapse), write
-results/dino_recipe_search.md.
+research/dino_recipe_search.md.
 
-    python scripts/dino_recipe_search.py                     # every variant, seed 0
-    python scripts/dino_recipe_search.py --only base lr_1e-4
+    python research/dino_recipe_search.py                     # every variant, seed 0
+    python research/dino_recipe_search.py --only base lr_1e-4
 
 Each variant is a list of train.py overrides on top of experiment=dino_mnist at EPOCHS
 epochs. A run dir that holds metrics.json is not pre-trained again (logs/dino_search/runs/),
-so the search can be stopped and continued. As scripts/vicreg_recipe_search.py, with the
+so the search can be stopped and continued. As research/vicreg_recipe_search.py, with the
 teacher's entropy as a column: the collapse DINO is known for shows there first.
 """
 
@@ -114,7 +114,7 @@ def main() -> None:
     text = [
         "# DINO recipe search on mnist5k",
         "",
-        f"Written by `python scripts/dino_recipe_search.py {' '.join(sys.argv[1:])}` on "
+        f"Written by `python research/dino_recipe_search.py {' '.join(sys.argv[1:])}` on "
         f"{datetime.date.today()}: {cpu_model()}, {os.cpu_count()} CPU cores, torch "
         f"{torch.__version__}, no GPU. Each variant: `experiment=dino_mnist "
         f"trainer.max_epochs={EPOCHS}` plus its overrides, seed {args.seed}; linear and kNN are "
@@ -127,7 +127,7 @@ def main() -> None:
         "",
         READING,
     ]
-    out = ROOT / "results" / "dino_recipe_search.md"
+    out = ROOT / "research" / "dino_recipe_search.md"
     out.write_text("\n".join(text) + "\n")
     print(f"wrote {out}")
 

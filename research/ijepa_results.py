@@ -1,8 +1,8 @@
 """The README's I-JEPA table: frozen features, supervised and fine-tuned ViTs at 100/10/1 % labels.
 
-    python scripts/ijepa_results.py                            # mnist5k and digits, seeds 0 1 2
-    python scripts/ijepa_results.py --datasets digits --seeds 0
-    python scripts/ijepa_results.py --methods-only --datasets mnist5k   # the VICReg rows only
+    python research/ijepa_results.py                            # mnist5k and digits, seeds 0 1 2
+    python research/ijepa_results.py --datasets digits --seeds 0
+    python research/ijepa_results.py --methods-only --datasets mnist5k   # the VICReg rows only
 
 For each data set and seed:
 1. pre-train with ``python train.py experiment=<recipe> seed=<seed>`` (as a user would);
@@ -21,7 +21,7 @@ For each data set and seed:
    val/knn_acc against features/*, and ``experiment=linear_probe`` at 100 % against the offline
    linear probe.
 
-Writes results/ijepa_results.md. Runs go to logs/ijepa_results/ (kept, so a table is traceable).
+Writes research/ijepa_results.md. Runs go to logs/ijepa_results/ (kept, so a table is traceable).
 """
 
 import argparse
@@ -298,7 +298,7 @@ def methods_only(dataset: str, seeds: list[int], section: list[str], rows: list[
             f"{row}: `python train.py experiment={METHODS[row][dataset]}`, pre-training "
             f"{fmt([m for _, m, _ in runs])} min in {runs[0][2]}, seeds "
             f"{', '.join(map(str, seeds))} ({datetime.date.today()}, {os.cpu_count()}-core "
-            f"{cpu_model()}; `python scripts/ijepa_results.py {' '.join(sys.argv[1:])}`)."
+            f"{cpu_model()}; `python research/ijepa_results.py {' '.join(sys.argv[1:])}`)."
         )
         section = put_lines(section, [line, per], after="I-JEPA context encoder")
         notes = [i for i, old in enumerate(section) if old.startswith(f"{row}: `")]
@@ -329,7 +329,7 @@ def main() -> None:
     parser.add_argument("--methods", nargs="*", default=list(METHODS), choices=list(METHODS),
                         help="with --methods-only: which of them")  # fmt: skip
     args = parser.parse_args()
-    out = ROOT / "results" / "ijepa_results.md"
+    out = ROOT / "research" / "ijepa_results.md"
     sections = previous_sections(out)
     if args.methods_only:
         if missing := set(args.datasets) - set(sections):
@@ -346,7 +346,7 @@ def main() -> None:
     text = [
         "# I-JEPA against its baselines, frozen and trained",
         "",
-        f"Written by `python scripts/ijepa_results.py {' '.join(sys.argv[1:])}` on "
+        f"Written by `python research/ijepa_results.py {' '.join(sys.argv[1:])}` on "
         f"{datetime.date.today()}: {cpu_model()}, {os.cpu_count()} CPU cores, "
         f"torch {torch.__version__}, no GPU. Test split; mean ± std over seeds "
         f"{', '.join(map(str, args.seeds))}. Frozen rows: the protocol of `eval.py mode=features` "

@@ -7,12 +7,12 @@ pulls the Azure, GCS and OCI SDKs), so this runs in a virtual environment of its
     python3 -m venv /tmp/streams && /tmp/streams/bin/pip install torch==2.14.1 \\
         torchvision==0.29.1 mosaicml-streaming==0.13.0 litdata==0.2.76 "moto[s3]==5.2.5" \\
         flask flask-cors
-    PYTHONPATH=src /tmp/streams/bin/python scripts/compare_stream_libraries.py
+    PYTHONPATH=src:. /tmp/streams/bin/python research/compare_stream_libraries.py
 
 Both write the same JPEG bytes into shards of the same size (through trainlab.data.shards,
 make_shards.py's per-image function) and read them back: decode and transform them with trainlab's transforms (224 px
 random-resized crop), shuffle, and use their own loader with the same batch size and
-workers. Libraries take turns in every repeat; medians. Writes results/stream_libraries.md.
+workers. Libraries take turns in every repeat; medians. Writes research/stream_libraries.md.
 """
 
 import argparse
@@ -156,7 +156,7 @@ def report(result: dict) -> str:
     table = "\n".join(f"| {n} | {a:.0f} | {b:.0f} | {a / b:.2f} |" for n, a, b in rows)
     return f"""# litdata vs mosaicml-streaming
 
-Written by `scripts/compare_stream_libraries.py` on {datetime.date.today()}: litdata
+Written by `research/compare_stream_libraries.py` on {datetime.date.today()}: litdata
 {litdata.__version__}, mosaicml-streaming {streaming.__version__}, torch {torch.__version__},
 {os.cpu_count()} CPU cores, no GPU.
 
@@ -178,7 +178,7 @@ def main():
     parser.add_argument("--images", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "stream_libraries.md")
+    parser.add_argument("--out", type=Path, default=ROOT / "research" / "stream_libraries.md")
     args = parser.parse_args()
     result = compare(args.images, args.repeats, args.workers)
     print(result["rates"])

@@ -1,9 +1,9 @@
 """The measured search behind experiment=vicreg_mnist: pre-train variants on mnist5k, read each
 run's end-of-run frozen-feature table (the protocol of ``eval.py mode=features``: linear grid
-chosen on val, DINO kNN k=20, test split), write results/vicreg_recipe_search.md.
+chosen on val, DINO kNN k=20, test split), write research/vicreg_recipe_search.md.
 
-    python scripts/vicreg_recipe_search.py                  # every variant, seed 0
-    python scripts/vicreg_recipe_search.py --only base crop_0.6 --seeds 0 1 2
+    python research/vicreg_recipe_search.py                  # every variant, seed 0
+    python research/vicreg_recipe_search.py --only base crop_0.6 --seeds 0 1 2
 
 Each variant is a list of train.py overrides on top of experiment=vicreg_mnist, at EPOCHS
 epochs (half the recipe's, to try more variants in the same minutes). A variant whose run dir
@@ -66,7 +66,7 @@ What it showed (one seed each, so read a point or two as noise):
   reads 1.4 and 9.0 lower.
 - **Still learning at the last epoch**: crop_0.6's online kNN read 0.49, 0.60 and 0.67 at
   epochs 19, 24 and 29. The recipe (experiment=vicreg_mnist) therefore runs 60 epochs, about
-  ijepa_mnist's minutes; its 3-seed numbers are in results/ijepa_results.md.
+  ijepa_mnist's minutes; its 3-seed numbers are in research/ijepa_results.md.
 - Minutes: base's include a test suite that ran beside it on the 2 cores.
 - Not tried, for lack of time: a wider expander (the paper's 8192), LARS, VICReg's terms on
   the encoder's features as well (I-JEPA's var_cov), blur and solarisation.
@@ -114,7 +114,7 @@ def main() -> None:
     text = [
         "# VICReg recipe search on mnist5k",
         "",
-        f"Written by `python scripts/vicreg_recipe_search.py {' '.join(sys.argv[1:])}` on "
+        f"Written by `python research/vicreg_recipe_search.py {' '.join(sys.argv[1:])}` on "
         f"{datetime.date.today()}: {cpu_model()}, {os.cpu_count()} CPU cores, torch "
         f"{torch.__version__}, no GPU. Each variant: `experiment=vicreg_mnist "
         f"trainer.max_epochs={EPOCHS}` plus its overrides, seeds {args.seeds}; linear and kNN "
@@ -128,7 +128,7 @@ def main() -> None:
         "",
         READING,
     ]
-    out = ROOT / "results" / "vicreg_recipe_search.md"
+    out = ROOT / "research" / "vicreg_recipe_search.md"
     out.write_text("\n".join(text) + "\n")
     print(f"wrote {out}")
 

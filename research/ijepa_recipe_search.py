@@ -1,8 +1,8 @@
 """The measured search behind experiment=ijepa_mnist: pre-train variants on mnist5k, rate each
-with the frozen-feature protocol (``trainlab.evaluation``), write results/ijepa_recipe_search.md.
+with the frozen-feature protocol (``trainlab.evaluation``), write research/ijepa_recipe_search.md.
 
-    python scripts/ijepa_recipe_search.py                 # every variant below
-    python scripts/ijepa_recipe_search.py --only base no_crop
+    python research/ijepa_recipe_search.py                 # every variant below
+    python research/ijepa_recipe_search.py --only base no_crop
 
 Round 1: variants on top of BASE, seed 0 (--seed). Round 2: variants on top of the chosen
 recipe at 20 epochs, two at a time. Round 3: round 2's clearest change at full length over
@@ -100,7 +100,7 @@ ROUND2: dict[str, list[str]] = {
 VARIANTS.update(ROUND2)
 
 # Round 3: round 2's clearest change at the recipe's full length, over 3 seeds, against the
-# committed recipe's own 3 seeds (results/ijepa_results.md).
+# committed recipe's own 3 seeds (research/ijepa_results.md).
 ROUND3 = ("r3_var_cov_0.01", [f"experiment={CHOSEN}", "model.var_cov=0.01"])
 ROUND3_SEEDS = (0, 1, 2)
 
@@ -122,7 +122,7 @@ VARIANTS.update(ROUND4)
 
 # Round 5: rounds 1-4 were rated by a linear grid fitted as one summed L-BFGS problem, which
 # coupled the heads and flattered the I-JEPA features by about 4.5 points
-# (results/ijepa_recipe_notes.md).
+# (research/ijepa_recipe_notes.md).
 # The same command line as round 4, rated by the per-head protocol; r5_base is the recipe.
 ROUND5: dict[str, list[str]] = {
     "r5_base": [],
@@ -217,7 +217,7 @@ VARIANTS.update(ROUND18)
 # context features regress the pooled target features of the whole image) completes the
 # VICReg terms already in the recipe. At 1.0, alone and with round 10's jittered context, the
 # features collapsed (RankMe 2) and both runs were stopped, so they are not listed; smaller
-# weights lowered kNN: not adopted (results/ijepa_recipe_search.md).
+# weights lowered kNN: not adopted (research/ijepa_recipe_search.md).
 ROUND20: dict[str, list[str]] = {
     "r20_invariance_0.01": [STEM_16, "model.invariance=0.01"],
     "r20_invariance_0.1_var_cov_0.1": [STEM_16, "model.invariance=0.1", "model.var_cov=0.1"],
@@ -235,7 +235,7 @@ ROUND21: dict[str, list[str]] = {
 VARIANTS.update(ROUND21)
 
 # Round 7: round 6's clearest change at the recipe's full length (35 epochs then), 3 seeds,
-# against the recipe as it stood then (RECIPE_35: scripts/ijepa_results.py's 3 runs of that
+# against the recipe as it stood then (RECIPE_35: research/ijepa_results.py's 3 runs of that
 # recipe, moved to logs/recipe_search/runs/recipe_35_epochs_s<seed> when round 8 was adopted),
 # both rated here by the same eval.py command.
 ROUND7 = (
@@ -245,14 +245,14 @@ ROUND7 = (
 # Round 8: the same, for the most epochs that fit the 10-minute budget (35 take 7.5 minutes).
 ROUND8 = ("r8_epochs_45", [f"experiment={CHOSEN}", *BEFORE_ROUND16, "trainer.max_epochs=45"])
 # Round 9: fewer validations (each fits the monitors' probe) buy more epochs in the same
-# minutes, against the recipe since round 8 (RECIPE_45: scripts/ijepa_results.py's runs of
+# minutes, against the recipe since round 8 (RECIPE_45: research/ijepa_results.py's runs of
 # it, moved to logs/recipe_search/runs/recipe_45_epochs_s<seed> when round 16 was adopted).
 ROUND9 = (
     "r9_epochs_55_val_every_5",
     [*ROUND8[1], "trainer.max_epochs=55", "trainer.check_val_every_n_epoch=5"],
 )
 # Round 11: the context encoder reads 1.4 points above the target encoder (EMA) at the end
-# of the 45-epoch recipe (results/ijepa_results.md), and ending the EMA at 0.999 instead of
+# of the 45-epoch recipe (research/ijepa_results.md), and ending the EMA at 0.999 instead of
 # 1.0 lifted the target's linear probe by 1.4 in round 5 (20 epochs, one seed): does the
 # target lag because its momentum reaches 1 and freezes it?
 ROUND11 = ("r11_ema_end_0.999", [*ROUND8[1], "model.ema=[0.996,0.999]"])
@@ -393,7 +393,7 @@ def round3_section(seeds: dict[int, tuple[dict, dict]], baseline: dict) -> list[
         "",
         f"`python train.py {' '.join(overrides)} seed=<seed>` (35 epochs),",
         "rated as above. Seeds ran side by side, one thread each (one-thread minutes). For",
-        f"comparison, the committed `{CHOSEN}` over seeds 0, 1, 2 (results/ijepa_results.md):",
+        f"comparison, the committed `{CHOSEN}` over seeds 0, 1, 2 (research/ijepa_results.md):",
         "linear 0.892 ± 0.004, kNN 0.722 ± 0.004; raw pixels "
         f"{baseline['baseline/pixels_linear_acc']:.3f} / {baseline['baseline/pixels_knn_acc']:.3f}.",
         "",
@@ -424,7 +424,7 @@ def full_length_section(number: int, seeds: dict[int, tuple[dict, dict, dict]]) 
         "",
         f"`python train.py {' '.join(overrides)} seed=<seed>`",
         f"against `{' '.join(recipe_overrides)}`, {recipe_is}: the same seeds,",
-        "scripts/ijepa_results.py's runs of it, both rated here by `eval.py mode=features`.",
+        "research/ijepa_results.py's runs of it, both rated here by `eval.py mode=features`.",
         f"Raw pixels: linear {base['baseline/pixels_linear_acc']:.3f}, kNN "
         f"{base['baseline/pixels_knn_acc']:.3f}. Seeds 0 and 1 ran side by side on one thread",
         "each, seed 2 alone on both cores.",
@@ -461,7 +461,7 @@ ROUND_TEXT = {
         "round 4 again, rated with the per-head protocol, 20 epochs",
         "The same command line and seed as round 4. Rounds 1-4 were rated by a linear grid fitted\n"
         "as one summed L-BFGS problem, which coupled the heads and flattered the I-JEPA features\n"
-        "(results/ijepa_recipe_notes.md); this round is rated by `eval.py mode=features` as it is now.",
+        "(research/ijepa_recipe_notes.md); this round is rated by `eval.py mode=features` as it is now.",
     ),
     6: (
         "more steps in the same minutes, 20 epochs",
@@ -572,7 +572,7 @@ def write_table(rows, baseline: dict, chosen: dict, round3: list[str], path: Pat
     lines = [
         "# I-JEPA recipe search on mnist5k (one seed per variant)",
         "",
-        "Produced by `python scripts/ijepa_recipe_search.py`. Every variant pre-trains on mnist5k's",
+        "Produced by `python research/ijepa_recipe_search.py`. Every variant pre-trains on mnist5k's",
         "4,000 training images at 28 px and is rated by `eval.py mode=features` on its last",
         "checkpoint (target encoder; linear-probe grid chosen on val, DINO kNN k=20; test split,",
         "500 images, so one image is 0.2 points). RankMe is the online monitor's at the last",
@@ -591,7 +591,7 @@ def write_table(rows, baseline: dict, chosen: dict, round3: list[str], path: Pat
         f"except the last row, `{CHOSEN}`: `python train.py experiment={CHOSEN}` as committed",
         "(patch 7 on a 4x4 grid, 2 targets, no crops, peak LR 3e-4, 35 epochs), the recipe the",
         "first rows led to (its minutes predate a data-loading fix that made them 7.5, see",
-        "results/ijepa_results.md).",
+        "research/ijepa_results.md).",
         "",
         *table([r for r in rows if r[0] not in SIDE_BY_SIDE], baseline),
         "",
@@ -601,7 +601,7 @@ def write_table(rows, baseline: dict, chosen: dict, round3: list[str], path: Pat
         f"## Round 2: from `{CHOSEN}`, 20 epochs (seed {ROUND2_SEED})",
         "",
         "Two variants at a time, one thread each, so the minutes are one-thread minutes (the",
-        f"35 epochs of `{CHOSEN}` take 7.5 minutes alone on both cores, results/ijepa_results.md).",
+        f"35 epochs of `{CHOSEN}` take 7.5 minutes alone on both cores, research/ijepa_results.md).",
         "Overrides are on top of:",
         "",
         "    " + " ".join(ROUND2_BASE),
@@ -647,7 +647,7 @@ def full_length_round(number: int) -> None:
         new_shape = any(o.startswith("model.encoder.") for o in overrides)
         seeds[seed] = (rated_recipe, rate(run_dir, baselines=new_shape), run)
     section = full_length_section(number, seeds)
-    write_round(number, section, ROOT / "results" / "ijepa_recipe_search.md")
+    write_round(number, section, ROOT / "research" / "ijepa_recipe_search.md")
 
 
 def main() -> None:
@@ -685,7 +685,7 @@ def main() -> None:
         rows.append((name, VARIANTS[name], metrics, run))
     if rows and args.round:
         section = round_section(args.round, rows)
-        write_round(args.round, section, ROOT / "results" / "ijepa_recipe_search.md")
+        write_round(args.round, section, ROOT / "research" / "ijepa_recipe_search.md")
     elif rows:
         baseline = rate(RUNS / f"base_s{args.seed}", baselines=True)["metrics"]
         chosen = rate(pretrain(CHOSEN, VARIANTS[CHOSEN], args.seed), baselines=True)["metrics"]
@@ -701,7 +701,7 @@ def main() -> None:
             baseline,
             chosen,
             round3_section(round3, baseline),
-            ROOT / "results" / "ijepa_recipe_search.md",
+            ROOT / "research" / "ijepa_recipe_search.md",
         )
 
 
