@@ -193,7 +193,7 @@ def mfu_run(quick: bool, compiled: bool, peak_tflops: float | None, steps: int) 
 MFU per interval of {every} steps: {", ".join(intervals)}.
 """
     preflight = re.search(r"preflight: .* in ([0-9.]+) s", (run_dir / "train.log").read_text())
-    if preflight:  # issue 48: what checking the config whole costs before the run dir
+    if preflight:  # what checking the config whole costs before the run dir
         section += f"\nPreflight (model built on the CPU, one batch of 2): {preflight[1]} s.\n"
     profile = run_dir / "step_profile.json"
     if profile.exists():

@@ -65,7 +65,7 @@ def markdown(rates: dict[str, dict[int, float]], step_rate: float) -> str:
     return f"""Machine: {machine()}. 224 px RGB, batch {COMMON["batch_size"]}, images/s of the
 training loader alone (normalisation after the transfer included); ms per image and
 workers per GPU from the 0-worker column (one process decoding), at a step of
-{step_rate:.0f} samples/s per GPU (issue 47's eager target at ViT-H/14).
+{step_rate:.0f} samples/s per GPU (the eager target at ViT-H/14).
 
 | loader | {" | ".join(f"{w} workers" for w in workers)} | ms per image, one worker | workers per GPU at {step_rate:.0f}/s |
 |---|{"---|" * len(workers)}---|---|

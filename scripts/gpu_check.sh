@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything issue 47 asks of a GPU, in one call of at most 8 minutes; writes benchmarks/gpu.md
+# What needs a GPU, in one call of at most 8 minutes; writes benchmarks/gpu.md
 # (each part as soon as it ends, so a run cut short keeps what it measured), new defaults first:
 #   (a) MFU eager, ViT-H/14 bf16 through train.py on data=synthetic, with a profile of 5
 #       steady steps (GPU-busy fraction, top kernels, host syncs by line);

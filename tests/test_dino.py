@@ -25,9 +25,9 @@ def views(batch=16):
 
 
 def test_the_loss_changes_no_state_and_the_training_step_moves_the_centre(tmp_path):
-    """The memory estimate and preflight call loss() at every start: DINO's centre moved at
-    every start and a resumed run differed from step 9 on (issue 49). Now only the training
-    step's update_state moves it."""
+    """The memory estimate and preflight call loss() at every start: if loss() moved DINO's
+    centre, a resumed run would differ from an uninterrupted one. Only the training step's
+    update_state moves it."""
     model = small_dino(tmp_path)
     before = model.center.value.clone()
     for _ in range(2):

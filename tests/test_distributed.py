@@ -210,7 +210,7 @@ def test_a_ddp_step_sends_the_gradients_and_little_else(tmp_path):
     "experiment, extra",
     [
         ("digits_classifier", ["trainer.max_epochs=2"]),
-        # A frozen random encoder with a linear head: the linear probe of issue 8.
+        # A frozen random encoder with a linear head: the linear probe.
         pytest.param(
             "linear_probe",
             ["trainer.max_epochs=2", "model.warmup_epochs=0"],

@@ -1,9 +1,8 @@
 """data=synthetic: seeded uint8 images already at the model's size, for benchmarks.
 
 torchvision's FakeData draws a PIL image per sample and the pipeline then crops it: 2.7 ms
-per 224-px image on one core here (benchmarks/README.md), and 48 ms was seen on an H200's host
-(issue 47), enough to bound a GPU step. Here
-a small pool of images is drawn once as uint8 tensors and each sample is a view of one of
+per 224-px image on one core here (benchmarks/README.md), and 48 ms was seen on an H200's host,
+enough to bound a GPU step. Here a small pool of images is drawn once as uint8 tensors and each sample is a view of one of
 them, with no PIL, no decode and no crop: the loader costs a copy per sample, so a benchmark
 times the step (the loader's own rate: benchmarks/loader.py).
 """

@@ -1,5 +1,5 @@
 """LeJEPA's SIGReg (Balestriero & LeCun 2025): how far a batch of embeddings is from an
-isotropic Gaussian. An optional I-JEPA regulariser (model.sigreg; recipe search round 14)."""
+isotropic Gaussian. An optional I-JEPA regulariser (model.sigreg), not in the paper."""
 
 import torch
 

@@ -1,6 +1,6 @@
 """How I-JEPA's regression target is normalised (model.target_norm): each token over its
 channels (the paper), each channel over the batch's tokens, or not at all. On mnist5k
-``channel`` read level with ``layer`` (research/ijepa_recipe_search.md, round 31)."""
+``channel`` read level with ``layer`` (research/ijepa_recipe_search.md)."""
 
 import torch
 import torch.nn.functional as F

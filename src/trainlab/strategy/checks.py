@@ -89,7 +89,7 @@ def check_launch(cfg: DictConfig) -> None:
         if c and str(c.get("_target_", "")).endswith("GradientAccumulationScheduler")
     ]
     if strategy.get("static_graph") and (accumulate > 1 or schedules):
-        # PyTorch issue 143580: no_sync under a static graph can skip the all-reduce.
+        # no_sync under a static graph can skip the all-reduce (github.com/pytorch/pytorch/issues/143580).
         raise ConfigError(
             "strategy.static_graph=true with trainer.accumulate_grad_batches > 1 can skip "
             "gradient synchronisation silently: set strategy.static_graph=false"

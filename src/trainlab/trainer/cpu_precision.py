@@ -3,7 +3,7 @@
 (ijepa_mnist: 10 minutes on 2 cores).
 
 On the 2-core AMD EPYC here (AVX-512 bf16), ijepa_mnist's 60 epochs fit in 7.6 to 8.3
-minutes in bf16 against 11.4 in float32 (research/ijepa_recipe_search.md, round 24). On a
+minutes in bf16 against 11.4 in float32 (research/ijepa_recipe_search.md). On a
 CPU without bf16 instructions bf16 runs far slower than float32, so float32 stays there.
 A GPU chosen by name (``trainer=gpu``, ``trainer.accelerator=gpu``) gets bf16-mixed, what
 configs/trainer/gpu.yaml sets, which the experiment's value would otherwise override;
