@@ -1,0 +1,112 @@
+"""The README is a front door and docs/ its rooms: every page is linked, every link lands,
+and every `python train.py ...` / `python eval.py ...` they show still composes, as
+`--cfg job` would (Hydra's own override parser and config composition, in this process).
+The template apart from its notebook: no comment in src/ or configs/ cites an issue or a
+search round, and src/trainlab holds no benchmark, search or results code."""
+
+import re
+import shlex
+
+import pytest
+from conftest import CONFIGS, ROOT
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+COMMAND = re.compile(r"python (train|eval)\.py([^`\n]*)")
+NOT_OVERRIDES = {"-m", "--multirun", "--help", "--cfg", "job", "hydra", "--resolve", "..."}
+PLACEHOLDER = re.compile(r"<[^>]*>")
+# Shown as what is refused: each must fail to compose, with the line the page shows.
+SHOWN_REFUSED = {
+    ("train", ("data=mnst5k",)): "Could not find 'data/mnst5k'",
+    ("train", ("trainer.max_epoch=3",)): "Could not override 'trainer.max_epoch'",
+    ("train", ("key=a,b",)): "Could not override 'key'",
+}
+
+
+def commands(text: str):
+    """(entry, overrides) of every train.py / eval.py command in a page, in code blocks and
+    inline code; continuation lines joined, comments and flags dropped. A placeholder in a
+    path (`<run>`) stands for a name; a value that is only a placeholder (`model=<name>`) is
+    the reader's choice and is left out."""
+    text = text.replace("\\\n", " ")
+    for match in COMMAND.finditer(text):
+        args = match[2].split(" #", 1)[0].strip()
+        tokens = [t for t in shlex.split(args) if t not in NOT_OVERRIDES and "=" in t]
+        yield match[1], [
+            PLACEHOLDER.sub("name", t) for t in tokens if not PLACEHOLDER.fullmatch(t.split("=", 1)[1])
+        ]
+
+
+def first_of_sweeps(overrides: list[str]) -> list[str]:
+    """A multirun's sweep (`lr=1e-3,3e-4`) composes as its first job."""
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    return [
+        f"{o.get_key_element()}={next(iter(o.sweep_string_iterator()))}"
+        if o.is_sweep_override()
+        else o.input_line
+        for o in parsed
+    ]
+
+
+def test_the_readme_is_a_front_door_and_links_every_docs_page():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 400
+    linked = {m for m in LINK.findall(readme)}
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        assert f"docs/{page.name}" in linked, f"README.md does not link docs/{page.name}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_relative_link_lands_on_a_file(page):
+    for target in LINK.findall(page.read_text()):
+        if "://" in target:
+            continue
+        assert (page.parent / target).exists(), f"{page.name} links {target}, which is not there"
+
+
+def test_every_command_in_the_readme_and_docs_composes():
+    seen, failed = set(), []
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(str(CONFIGS), version_base="1.3"):
+        for page in PAGES:
+            for entry, overrides in commands(page.read_text()):
+                if (entry, tuple(overrides)) in seen:
+                    continue
+                seen.add((entry, tuple(overrides)))
+                shown = f"{page.name}: python {entry}.py {' '.join(overrides)}"
+                refused = SHOWN_REFUSED.get((entry, tuple(overrides)))
+                try:
+                    compose(entry, first_of_sweeps(overrides), return_hydra_config=True)
+                except Exception as error:  # noqa: BLE001  every failure is listed below
+                    if refused is None or refused not in str(error):
+                        failed.append(f"{shown}: {str(error).splitlines()[0]}")
+                else:
+                    if refused:
+                        failed.append(f"{shown}: composed, but the page shows it refused")
+    assert len(seen) > 30  # the pages show that many; fewer means the reader missed them
+    assert not failed, "\n".join(failed)
+
+
+HISTORY = re.compile(r"[Ii]ssue #?[0-9]+|[Rr]ounds? [0-9]+")
+
+
+def test_no_comment_in_src_or_configs_cites_an_issue_or_a_search_round():
+    """Comments say why; which issue or search round brought a line is in git and research/."""
+    files = [*(ROOT / "src").rglob("*.py"), *CONFIGS.rglob("*.yaml")]
+    cited = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in files
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if HISTORY.search(line)
+    ]
+    assert not cited, "\n".join(cited)
+
+
+def test_the_package_holds_no_benchmark_search_or_results_code():
+    package = ROOT / "src" / "trainlab"
+    names = [p.relative_to(package).as_posix() for p in package.rglob("*.py")]
+    notebook = [n for n in names if re.search(r"bench|search|_results|recipe", n)]
+    assert not notebook, notebook
