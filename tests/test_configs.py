@@ -150,7 +150,7 @@ def test_experiment_changes_to_a_group_chosen_on_the_command_line_are_named():
 # Trainer has trainer/ for its plugins; these have nothing of ours) or compose other groups.
 NO_PACKAGE = {"experiment", "hparams_search", "debug", "launcher", "paths", "extras"}
 # Packages no config group instantiates: they are called by code, not chosen by config.
-NO_GROUP = {"evaluation", "networks", "optim", "run", "utils"}
+NO_GROUP = {"evaluation", "losses", "networks", "optim", "run", "utils"}
 # A LightningModule's config holds the nodes of the networks it is built from.
 PARTS = {"model": {"networks"}}
 # Hydra's own config (configs/hydra) holds one trainlab class, a sweep callback, which is

@@ -9,7 +9,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "trainlab"
 FLOORS = [
     ["utils"],
     ["optim", "data"],
-    ["networks"],
+    ["networks", "losses"],
     ["evaluation"],
     ["model"],
     ["callbacks", "logger", "strategy", "trainer"],

@@ -5,8 +5,8 @@ over prototypes on the other global views; the teacher is the student's EMA. Mul
 local views after them."""
 
 import torch
-import torch.nn.functional as F
 
+from trainlab.losses.dino import DINOLoss
 from trainlab.model.self_supervised import SelfSupervised
 from trainlab.networks.heads import ProjectionHead
 from trainlab.networks.running_mean import RunningMean
@@ -46,6 +46,7 @@ class DINO(SelfSupervised):
         self.target_encoder = teacher_of(encoder)
         self.target_head = teacher_of(self.head)
         self.center = RunningMean(self.head.prototypes.out_features, center_momentum)
+        self.criterion = DINOLoss(student_temp, teacher_temp)
         self._teacher_batch: torch.Tensor | None = None  # for update_state, after the loss
 
     def ema_pairs(self):
@@ -59,7 +60,6 @@ class DINO(SelfSupervised):
                 f"DINO reads {g} global views and any local ones, not {got}: give data.views "
                 f"at least {max(2, g)} recipes, the global ones first"
             )
-        h = self.hparams
         with torch.no_grad():
             self.target_encoder.eval()
             # The first global view through the teacher once: its last block's pooled tokens
@@ -69,17 +69,9 @@ class DINO(SelfSupervised):
             features = torch.cat(layers, dim=1)
             pooled = [layers[-1], *(self.target_encoder.pooled(v) for v in views[1:g])]
             teacher = [self.target_head(p) for p in pooled]
-            targets = [F.softmax((t - self.center.value) / h.teacher_temp, dim=-1) for t in teacher]
-        student = [
-            F.log_softmax(self.head(self.encoder.pooled(v)) / h.student_temp, dim=-1) for v in views
-        ]
-        terms = [
-            -(target * student[j]).sum(dim=-1).mean()
-            for i, target in enumerate(targets)
-            for j in range(len(student))
-            if j != i
-        ]
-        loss = torch.stack(terms).mean()
+            targets = self.criterion.targets(teacher, self.center.value)
+        student = [self.head(self.encoder.pooled(v)) for v in views]
+        loss = self.criterion(student, targets)
         if self.training:
             self._teacher_batch = torch.cat(teacher)
             entropy = -(targets[0] * targets[0].clamp_min(1e-12).log()).sum(-1).mean()

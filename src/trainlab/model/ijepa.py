@@ -1,27 +1,23 @@
 """I-JEPA pre-training (Assran et al. 2023): predict the target encoder's features of
-masked blocks from a context block, in representation space.
+masked blocks from a context block, in representation space. The paper's method; the
+regularisers the recipe searches added at laptop scale are a subclass
+(model/ijepa_regularised.py).
 """
 
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 
+from trainlab.losses.feature_regression import FeatureRegressionLoss
 from trainlab.model.self_supervised import SelfSupervised
 from trainlab.networks.flops import blocks_flops, patch_embed_flops
-from trainlab.networks.gather import gather_batch
 from trainlab.networks.masks import MultiBlockMaskGenerator
 from trainlab.networks.predictor import Predictor
-from trainlab.networks.sigreg import sigreg
 from trainlab.networks.target_norm import TARGET_NORMS
 from trainlab.networks.teacher import teacher_of
-from trainlab.networks.vicreg import variance_covariance
-from trainlab.networks.view_jitter import random_affine
 from trainlab.networks.vit import ViTEncoder, gather_tokens
 from trainlab.networks.weights import ijepa_parts, load_into, read_state
-from trainlab.utils.ranges import Count, EmaSchedule, NonNegative
-
-LOSSES = {"smooth_l1": F.smooth_l1_loss, "l1": F.l1_loss, "l2": F.mse_loss}
+from trainlab.utils.ranges import Count, EmaSchedule
 
 
 class IJEPA(SelfSupervised):
@@ -50,10 +46,6 @@ class IJEPA(SelfSupervised):
         loss: Literal["smooth_l1", "l1", "l2"] = "smooth_l1",
         target_layers: Count = 1,
         target_norm: Literal["layer", "channel", "none"] = "layer",
-        var_cov: NonNegative = 0.0,
-        sigreg: NonNegative = 0.0,
-        invariance: NonNegative = 0.0,
-        context_jitter: dict | None = None,
         init_from: str | None = None,
         ema: EmaSchedule = (0.996, 1.0),
         **base,
@@ -65,7 +57,7 @@ class IJEPA(SelfSupervised):
         self.predictor: Predictor = predictor
         self.masks: MultiBlockMaskGenerator = masks(grid=encoder.grid)
         self.target_encoder = teacher_of(encoder)
-        self.loss_fn = LOSSES[loss]
+        self.criterion = FeatureRegressionLoss(loss)
         self.target_norm = TARGET_NORMS[target_norm]
         if init_from:
             self.load_weights(init_from)
@@ -120,13 +112,9 @@ class IJEPA(SelfSupervised):
             features, target = self.targets(images)
             num_tokens = target.shape[1]
             target = gather_tokens(target, targets)
-        if self.hparams.context_jitter and self.training:
-            images = random_affine(images, generator, **self.hparams.context_jitter)
-        ctx = self.encoder(images, context)
+        ctx = self.encoder(self.context_view(images, generator), context)
         pred = self.predictor(ctx, context, targets)
-        # In float32 even under bf16 autocast: the loss is a small difference of features.
-        loss = self.loss_fn(pred.float(), target.float())
-        loss = loss + self.regularisers(ctx, features, generator)
+        loss = self.criterion(pred, target) + self.regularisers(ctx, features, generator)
         if self.training:
             self.log_numbers(
                 {"train/ctx_tokens": float(context.shape[1]), "train/tgt_tokens": float(targets[0].numel())}
@@ -134,27 +122,15 @@ class IJEPA(SelfSupervised):
             self.count_work(len(images), num_tokens, context.shape[1], *targets.shape[1:])
         return loss, features
 
-    def regularisers(
-        self, ctx: torch.Tensor, features: torch.Tensor, generator
-    ) -> torch.Tensor | float:
-        """The optional terms on the pooled context that the recipe searches tried (none is
-        the paper's; research/ijepa_recipe_search.md): VICReg's variance and covariance
-        (``var_cov``, on by default on small data), LeJEPA's SIGReg (``sigreg``) and C-JEPA's
-        invariance to the whole image's target features (``invariance``, Mo & Tong 2024).
-        In training, batch statistics are the global batch's (``gather_batch``): 2 ranks equal
-        1 process. Validation's are this rank's: ranks may hold different numbers of
-        validation batches (no padding), and a collective there would pair unequal steps."""
-        h = self.hparams
-        pooled = ctx.float().mean(dim=1)
-        batch = gather_batch(pooled) if self.training and (h.var_cov or h.sigreg) else pooled
-        total = 0.0
-        if h.var_cov:
-            total = total + h.var_cov * variance_covariance(batch)
-        if h.sigreg:
-            total = total + h.sigreg * sigreg(batch, generator)
-        if h.invariance:  # the last block's pooled target features, no gradient
-            total = total + h.invariance * F.mse_loss(pooled, features[:, -ctx.shape[-1] :].float())
-        return total
+    # -- where a variant of the method changes it (model/ijepa_regularised.py) -------------
+    def context_view(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """What the context encoder sees: in the paper, the image the targets come from."""
+        return images
+
+    def regularisers(self, ctx: torch.Tensor, features: torch.Tensor, generator) -> float:
+        """Terms added to the loss on the context tokens ``ctx`` and the target encoder's
+        pooled ``features``: the paper has none."""
+        return 0.0
 
     def count_work(self, batch: int, n: int, k: int, m: int, t: int) -> None:
         """Tokens and FLOPs of this training step, read by RunStats for tokens/s and MFU:

@@ -3,8 +3,8 @@
 from functools import partial
 
 import torch
-import torch.nn.functional as F
 
+from trainlab.losses.masked_pixels import MaskedPixelLoss
 from trainlab.model.self_supervised import SelfSupervised
 from trainlab.networks.mae import patchify, random_masks
 from trainlab.networks.vit import ViTEncoder, gather_tokens
@@ -37,15 +37,14 @@ class MAE(SelfSupervised):
             in_chans=encoder.patch_embed.proj.in_channels,
         )
         self.masks = partial(random_masks, num_patches=encoder.num_patches, mask_ratio=mask_ratio)
+        self.criterion = MaskedPixelLoss(norm_pix_loss)
 
     def loss(self, images: torch.Tensor, generator: torch.Generator):
         masks = self.masks(len(images), generator).to(images.device)
         context, targets = masks.context, masks.targets
         pred = self.decoder(self.encoder(images, context), context, targets)[:, 0]
         target = gather_tokens(patchify(images, self.patch), targets[:, 0])
-        if self.hparams.norm_pix_loss:
-            target = F.layer_norm(target, target.shape[-1:])  # per-patch mean 0, var 1
-        loss = F.mse_loss(pred.float(), target.float())
+        loss = self.criterion(pred, target)
         with torch.no_grad():  # the monitors see whole images, as the evaluation does
             features = torch.cat(self.encoder.pooled_layers(images, self.monitored_blocks), 1)
         return loss, features

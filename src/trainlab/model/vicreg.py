@@ -4,9 +4,9 @@ batch (gathered over ranks, with gradients)."""
 
 import torch
 
+from trainlab.losses.vicreg import VICRegLoss
 from trainlab.model.self_supervised import SelfSupervised
 from trainlab.networks.gather import gather_batch
-from trainlab.networks.vicreg import vicreg_terms
 from trainlab.networks.vit import ViTEncoder
 from trainlab.utils.ranges import NonNegative
 
@@ -30,6 +30,7 @@ class VICReg(SelfSupervised):
     ):
         super().__init__(encoder, **base)
         self.expander = expander(in_dim=encoder.embed_dim)
+        self.criterion = VICRegLoss(invariance, variance, covariance)
 
     def loss(self, views, generator: torch.Generator):
         if not isinstance(views, list) or len(views) != 2:
@@ -41,13 +42,7 @@ class VICReg(SelfSupervised):
         features = torch.cat(layers, dim=1)
         z1 = gather_batch(self.expander(layers[-1]))  # the last block, after the final norm
         z2 = gather_batch(self.expander(self.encoder.pooled(views[1])))
-        terms = vicreg_terms(z1, z2)
-        h = self.hparams
-        loss = (
-            h.invariance * terms["invariance"]
-            + h.variance * terms["variance"]
-            + h.covariance * terms["covariance"]
-        )
+        loss, terms = self.criterion(z1, z2)
         if self.training:
             self.log_numbers({f"train/{k}": v.detach() for k, v in terms.items()})
         return loss, features.detach()

@@ -1,46 +1,10 @@
-"""VICReg's networks and loss terms (Bardes et al. 2022), plain torch.
+"""VICReg's network (Bardes et al. 2022): the expander between the encoder and the loss
+(losses/vicreg.py)."""
 
-Written here: lightly's VICRegLoss is not among the template's dependencies, and the terms
-are a few lines. I-JEPA's optional ``var_cov`` regulariser uses the same two terms.
-"""
-
-import torch
-import torch.nn.functional as F
 from torch import nn
 
 from trainlab.networks.global_batch_norm import GlobalBatchNorm1d
 from trainlab.utils.ranges import Count
-
-
-def variance(z: torch.Tensor) -> torch.Tensor:
-    """A hinge on every dimension's std of a centred batch (B, D): mean of relu(1 - std)."""
-    return F.relu(1 - torch.sqrt(z.var(dim=0) + 1e-4)).mean()
-
-
-def covariance(z: torch.Tensor) -> torch.Tensor:
-    """The off-diagonal covariance of a centred batch (B, D), squared and summed, over D."""
-    cov = (z.T @ z) / (len(z) - 1)
-    off = cov - torch.diag(torch.diag(cov))
-    return off.pow(2).sum() / z.shape[1]
-
-
-def variance_covariance(z: torch.Tensor) -> torch.Tensor:
-    """VICReg's variance and covariance terms on a batch of embeddings (B, D), equally
-    weighted (I-JEPA's ``var_cov``)."""
-    z = z - z.mean(dim=0)
-    return variance(z) + covariance(z)
-
-
-def vicreg_terms(z1: torch.Tensor, z2: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Invariance (mean squared distance of the two views), and variance and covariance of
-    each view, averaged over the two; in float32."""
-    z1, z2 = z1.float(), z2.float()
-    c1, c2 = z1 - z1.mean(dim=0), z2 - z2.mean(dim=0)
-    return {
-        "invariance": F.mse_loss(z1, z2),
-        "variance": (variance(c1) + variance(c2)) / 2,
-        "covariance": (covariance(c1) + covariance(c2)) / 2,
-    }
 
 
 class Expander(nn.Sequential):

@@ -1,0 +1,115 @@
+"""Each loss alone, without Lightning: what it rewards and what it punishes, on batches whose
+answer is known. The methods' own tests check that they call them."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from trainlab.losses.dino import DINOLoss
+from trainlab.losses.feature_regression import FeatureRegressionLoss
+from trainlab.losses.masked_pixels import MaskedPixelLoss
+from trainlab.losses.sigreg import SIGRegLoss
+from trainlab.losses.variance_covariance import VarianceCovarianceLoss
+from trainlab.losses.vicreg import VICRegLoss
+
+
+def test_the_losses_import_no_lightning():
+    code = (
+        "import sys, trainlab.losses.dino, trainlab.losses.feature_regression, "
+        "trainlab.losses.masked_pixels, trainlab.losses.sigreg, trainlab.losses.vicreg, "
+        "trainlab.losses.variance_covariance; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('lightning', 'pytorch_lightning')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_variance_covariance_penalises_collapse_not_spread():
+    variance_covariance = VarianceCovarianceLoss()
+    g = torch.Generator().manual_seed(0)
+    spread = torch.randn(4096, 8, generator=g)
+    collapsed = torch.ones(4096, 8) + 1e-3 * spread  # every image the same embedding
+    correlated = spread[:, :1].expand(-1, 8)  # unit variance, but one direction only
+    assert variance_covariance(spread) < 0.05
+    assert variance_covariance(collapsed) > 0.9
+    assert variance_covariance(correlated) > 5
+
+
+def test_sigreg_is_small_for_a_standard_gaussian_and_large_for_collapse_or_wrong_scale():
+    sigreg = SIGRegLoss()
+    g = torch.Generator().manual_seed(0)
+    gaussian = torch.randn(256, 32, generator=g)
+    distance = lambda z: sigreg(z, torch.Generator().manual_seed(1)).item()  # noqa: E731
+    assert distance(gaussian) < 2  # B x the sampling noise of 256 draws, about 1
+    assert distance(torch.ones(256, 32) + 1e-3 * gaussian) > 20  # every image the same
+    assert distance(3 * gaussian) > 20  # isotropic but not unit scale: var_cov would pass it
+    assert distance(gaussian[:, :1].expand(-1, 32)) > 5  # one direction only
+
+
+def test_vicreg_is_zero_invariance_for_equal_views_and_weighs_its_terms():
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(512, 16, generator=g)
+    loss, terms = VICRegLoss(invariance=25, variance=25, covariance=1)(z, z)
+    assert terms["invariance"] == 0
+    assert loss == pytest.approx(25 * terms["variance"] + terms["covariance"])
+    other = torch.randn(512, 16, generator=g)
+    _, apart = VICRegLoss()(z, other)
+    assert apart["invariance"] > 1.5  # two independent unit Gaussians: E|z1 - z2|^2 / D = 2
+    collapsed = torch.zeros(512, 16)
+    _, flat = VICRegLoss()(collapsed, collapsed)
+    assert flat["variance"] == pytest.approx(1 - 0.01, abs=1e-6)  # relu(1 - sqrt(0 + 1e-4))
+
+
+def test_vicreg_computes_in_float32_under_bf16_inputs():
+    z = torch.randn(64, 8).bfloat16()
+    loss, terms = VICRegLoss()(z, z)
+    assert loss.dtype == torch.float32 and all(t.dtype == torch.float32 for t in terms.values())
+
+
+def test_dino_loss_is_the_cross_entropy_over_every_other_view():
+    g = torch.Generator().manual_seed(0)
+    student = [torch.randn(8, 32, generator=g) for _ in range(4)]  # 2 global, 2 local views
+    teacher = [torch.randn(8, 32, generator=g) for _ in range(2)]
+    center = torch.randn(32, generator=g)
+    dino = DINOLoss(student_temp=0.1, teacher_temp=0.04)
+    targets = dino.targets(teacher, center)
+    by_hand = torch.stack([
+        -(F.softmax((teacher[i] - center) / 0.04, -1) * F.log_softmax(student[j] / 0.1, -1)).sum(-1).mean()
+        for i in range(2) for j in range(4) if j != i
+    ]).mean()  # fmt: skip
+    assert dino(student, targets) == pytest.approx(by_hand.item(), rel=1e-6)
+    for t in targets:  # distributions, and sharper than the student's at the same logits
+        assert torch.allclose(t.sum(-1), torch.ones(8))
+
+
+def test_dino_loss_is_lowest_when_the_student_predicts_the_target():
+    g = torch.Generator().manual_seed(0)
+    teacher = [torch.randn(16, 10, generator=g) for _ in range(2)]
+    dino = DINOLoss(student_temp=1.0, teacher_temp=1.0)
+    targets = dino.targets(teacher, torch.zeros(10))
+    matched = dino([teacher[1], teacher[0]], targets)  # view j predicts target i != j
+    random = dino([torch.randn(16, 10, generator=g) for _ in range(2)], targets)
+    assert matched < random
+
+
+@pytest.mark.parametrize("distance", ["smooth_l1", "l1", "l2"])
+def test_feature_regression_is_its_distance_in_float32(distance):
+    pred, target = torch.randn(4, 6, 8).bfloat16(), torch.randn(4, 6, 8).bfloat16()
+    loss = FeatureRegressionLoss(distance)(pred, target)
+    fn = {"smooth_l1": F.smooth_l1_loss, "l1": F.l1_loss, "l2": F.mse_loss}[distance]
+    assert loss.dtype == torch.float32
+    assert loss == fn(pred.float(), target.float())
+    assert FeatureRegressionLoss(distance)(pred, pred) == 0
+
+
+def test_masked_pixel_loss_standardises_each_target_patch_with_norm_pix():
+    g = torch.Generator().manual_seed(0)
+    target = torch.randn(2, 5, 12, generator=g)
+    pred = F.layer_norm(target, (12,))
+    shifted = 3 * target + 7  # each patch's mean and scale change, not its pattern
+    assert MaskedPixelLoss(norm_pix=True)(pred, shifted) < 1e-8
+    assert MaskedPixelLoss(norm_pix=False)(pred, shifted) > 1
+    assert MaskedPixelLoss(norm_pix=False)(target, target) == 0
