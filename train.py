@@ -1,6 +1,7 @@
-"""Train: `python train.py [experiment=NAME] [key=value ...]`. The code is in src/trainlab/train.py."""
+"""Train: `python train.py [experiment=NAME] [key=value ...]`. The training path reads top to
+bottom in src/trainlab/run/training.py; the command line is src/trainlab/commands.py."""
 
-from trainlab.train import main
+from trainlab.commands import train_command
 
 if __name__ == "__main__":
-    main()
+    train_command()

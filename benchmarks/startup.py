@@ -37,7 +37,7 @@ def bench(repeats: int = 3) -> dict:
                 f"run_name={i}",
             ]
             runs.append(seconds(train))
-            imports.append(seconds([sys.executable, "-c", "import trainlab.train"]))
+            imports.append(seconds([sys.executable, "-c", "import trainlab.commands"]))
     run, imported = statistics.median(runs), statistics.median(imports)
     return {"one_step_run_s": run, "import_s": imported, "rest_s": run - imported}
 

@@ -9,9 +9,9 @@ import pytest
 from conftest import FAST, ROOT, make_image_folder, run_in_process, small_disk
 from PIL import Image
 
+import trainlab.commands
 import trainlab.data
 import trainlab.eval
-import trainlab.train
 
 
 def run_train(tmp_path, monkeypatch, capfd, *args):
@@ -22,7 +22,7 @@ def run_train(tmp_path, monkeypatch, capfd, *args):
         f"paths.data_dir={tmp_path / 'data'}",
         *args,
     ]
-    code = run_in_process(trainlab.train.main, argv, monkeypatch)
+    code = run_in_process(trainlab.commands.train_command, argv, monkeypatch)
     return code, capfd.readouterr().err
 
 
@@ -376,7 +376,7 @@ def test_multirun_under_torchrun_is_refused(tmp_path, monkeypatch, capfd):
     """Under torchrun every process would run the sweep on its own; refuse before training."""
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
     argv = ["train.py", "-m", *FAST, f"paths.log_dir={tmp_path / 'logs'}", "seed=1,2"]
-    code = run_in_process(trainlab.train.main, argv, monkeypatch)
+    code = run_in_process(trainlab.commands.train_command, argv, monkeypatch)
     err = capfd.readouterr().err
     assert code == 2
     assert_one_clear_line(err, "multirun", "torchrun")

@@ -7,7 +7,7 @@ a file check of the light entry, so the line may name the run dir instead."""
 import pytest
 from conftest import FAST, make_image_folder, run_in_process
 
-import trainlab.train
+import trainlab.commands
 
 ROWS = [
     # learning rates, schedules and momenta
@@ -82,7 +82,7 @@ ROWS = [
     ("resume_from=/tmp", "is a directory"),
     ("resume=true resume_from=nowhere.ckpt", "pass one of them"),
     ("model.init_from=/nonexistent/weights.pth.tar", "/nonexistent/weights.pth.tar"),
-    # found by preflight alone (run/preflight.py): the model built, one real batch through it
+    # found by preflight alone (run/checks/preflight.py): the model built, one real batch through it
     ("data.views=[{{}},{{}}]", "the first training batch"),  # braces escaped: ROWS are formatted
     ("model.predictor.num_heads=5", "divisible by num_heads"),
     (
@@ -90,7 +90,7 @@ ROWS = [
         "model.encoder.size='vit_enormous' is not valid: input should be 'vit_tiny'",
     ),
     ("experiment=digits_classifier model.label_smoothing=1.5", "label_smoothing"),
-    # types the config gives a key, held on the command line (run/override_types.py)
+    # types the config gives a key, held on the command line (run/checks/override_types.py)
     ("compile=maybe", "compile takes true or false"),
     ("test=maybe", "test takes true or false"),
     ("resume=no", "resume takes true or false"),
@@ -152,7 +152,7 @@ def finished(tmp_path_factory):
     root = tmp_path_factory.mktemp("finished")
     argv = ["train.py", *FAST, f"paths.log_dir={root}", "run_name=done"]
     with pytest.MonkeyPatch.context() as monkeypatch:
-        assert run_in_process(trainlab.train.main, argv, monkeypatch) == 0
+        assert run_in_process(trainlab.commands.train_command, argv, monkeypatch) == 0
     run_dir = root / "train" / "runs" / "done"
     make_image_folder(root / "one_class", classes=("a",))
     make_image_folder(root / "corrupt", per_class=2)
@@ -170,7 +170,7 @@ def test_a_bad_value_is_one_line_exit_2_and_changes_nothing(
         argv = ["train.py", *FAST, f"paths.log_dir={root}", f"run_name={run_name}"]
         capfd.readouterr()
         typed = overrides.format(root=root).split()
-        assert run_in_process(trainlab.train.main, [*argv, *typed], monkeypatch) == 2
+        assert run_in_process(trainlab.commands.train_command, [*argv, *typed], monkeypatch) == 2
         err = capfd.readouterr().err
         lines = [line for line in err.splitlines() if line.startswith("error")]
         assert "Traceback" not in err and len(lines) == 1, err[-2000:]

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
-import trainlab.train
+import trainlab.commands
 
 # The experiments that run offline (the others' data must be downloaded first: every
 # mutation there would be refused for the data, and say nothing).
@@ -82,7 +82,7 @@ def run_mutation(root: Path, experiment: str, key: str, value: str, capfd):
     override = f"{key}={value}"
     capfd.readouterr()
     with pytest.MonkeyPatch.context() as monkeypatch:  # one per example, not per test
-        code = run_in_process(trainlab.train.main, [*argv, override], monkeypatch)
+        code = run_in_process(trainlab.commands.train_command, [*argv, override], monkeypatch)
     err = capfd.readouterr().err
     assert "Traceback" not in err, f"{experiment} {override}: a traceback\n{err[-3000:]}"
     assert code in (0, 2), f"{experiment} {override}: exit {code}\n{err[-3000:]}"

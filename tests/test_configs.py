@@ -7,7 +7,7 @@ import pytest
 import torch
 from conftest import CONFIGS, EXPERIMENTS, ROOT
 
-from trainlab.run.config_checks import check_config
+from trainlab.run.checks.config import check_config
 
 
 def test_there_are_experiments():

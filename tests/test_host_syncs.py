@@ -14,7 +14,7 @@ from conftest import compose_cfg
 from lightning.pytorch.loops.training_epoch_loop import _TrainingEpochLoop
 from torch.overrides import TorchFunctionMode
 
-from trainlab.train import train
+from trainlab.run.training import train
 
 READS = {
     torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__bool__, torch.Tensor.__float__,

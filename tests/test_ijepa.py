@@ -13,7 +13,7 @@ from conftest import compose_cfg, logged_series
 
 from trainlab.model.ijepa import IJEPA
 from trainlab.optim.schedules import cosine, linear, warmup_cosine
-from trainlab.train import train
+from trainlab.run.training import train
 from trainlab.utils.machine import cpu_model
 
 

@@ -14,13 +14,13 @@ FLOORS = [
     ["model"],
     ["callbacks", "logger", "strategy", "trainer"],
     ["run"],
-    ["train", "eval", "runs", "trainlab"],  # entry points, the package
+    ["commands", "eval", "runs", "trainlab"],  # entry points, the package
 ]
 FLOOR = {name: i for i, names in enumerate(FLOORS) for name in names}
 
 
 def package(module: str) -> str:
-    """trainlab.networks.vit -> networks; trainlab.run.preflight -> run."""
+    """trainlab.networks.vit -> networks; trainlab.run.checks.preflight -> run."""
     parts = module.split(".")[1:]
     return parts[0] if parts else "trainlab"
 

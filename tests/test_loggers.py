@@ -8,7 +8,7 @@ import secrets
 import pytest
 from conftest import FAST, compose_cfg
 
-from trainlab.train import train
+from trainlab.run.training import train
 
 
 def test_many_loggers_offline_and_wandb_id_kept(tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, run_cli, run_in_process
 
-import trainlab.train
+import trainlab.commands
 
 # 2 epochs of 4 steps, a step checkpoint every 2 steps, every step logged.
 JOB = [
@@ -51,7 +51,7 @@ def losses(run_dir: Path) -> dict[int, str]:
 
 def train(monkeypatch, tmp_path, *overrides) -> int:
     argv = ["train.py", *JOB, f"paths.log_dir={tmp_path}", *overrides]
-    return run_in_process(trainlab.train.main, argv, monkeypatch)
+    return run_in_process(trainlab.commands.train_command, argv, monkeypatch)
 
 
 def test_a_finished_run_is_never_resumed_over_and_is_extended_beside_itself(

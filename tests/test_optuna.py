@@ -251,10 +251,10 @@ def test_a_bad_sweeper_value_is_one_line_before_any_study_file(
     traceback. The sweeper's signature is checked like every other class's."""
     from conftest import run_in_process
 
-    import trainlab.train
+    import trainlab.commands
 
     argv = ["train.py", "-m", "hparams_search=optuna", f"paths.log_dir={tmp_path}", override]
-    assert run_in_process(trainlab.train.main, argv, monkeypatch) == 2
+    assert run_in_process(trainlab.commands.train_command, argv, monkeypatch) == 2
     err = capfd.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("error")]
     assert "Traceback" not in err and len(lines) == 1 and needle in lines[0], err[-2000:]

@@ -1,4 +1,4 @@
-"""Where a run lives (run/placement.py), how a sweep checks its jobs, and what a refused
+"""Where a run lives (run/checks/placement.py), how a sweep checks its jobs, and what a refused
 resume leaves: each refusal one line, exit 2, nothing written anywhere."""
 
 import json
@@ -8,7 +8,7 @@ import sys
 import pytest
 from conftest import ROOT, run_cli, run_in_process
 
-import trainlab.train
+import trainlab.commands
 
 JOB = ["trainer.max_epochs=1", "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
        "model.encoder.depth=1", "test=false", "features.enabled=false",
@@ -58,7 +58,7 @@ def test_a_run_outside_its_root_or_around_another_run_is_refused_and_writes_noth
     given = [o.format(**fill) for o in overrides if o != "-m"]
     argv = ["train.py", *flags, f"paths.log_dir={logs}", *JOB, *given]
     capfd.readouterr()
-    assert run_in_process(trainlab.train.main, argv, monkeypatch) == 2
+    assert run_in_process(trainlab.commands.train_command, argv, monkeypatch) == 2
     err = capfd.readouterr().err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), err[-2000:]
@@ -70,14 +70,14 @@ def test_a_run_dir_given_on_the_command_line_may_lie_outside_the_log_root(tmp_pa
     """hydra.run.dir is the user's own choice of place: only other runs are off limits."""
     argv = ["train.py", "trainer.fast_dev_run=true", f"hydra.run.dir={tmp_path / 'run'}",
             f"paths.log_dir={tmp_path / 'logs'}", "extras.print_config=false"]  # fmt: skip
-    assert run_in_process(trainlab.train.main, argv, monkeypatch) == 0
+    assert run_in_process(trainlab.commands.train_command, argv, monkeypatch) == 0
     assert (tmp_path / "run" / "meta.json").is_file()
 
 
 def test_nested_run_names_work_and_their_resume_hint_names_the_whole_name(tmp_path):
     from omegaconf import OmegaConf
 
-    from trainlab.run.placement import continue_command
+    from trainlab.run.checks.placement import continue_command
 
     cfg = OmegaConf.create({"paths": {"log_dir": str(tmp_path)}, "task_name": "train",
                             "run_name": "a/b"})  # fmt: skip
@@ -152,7 +152,7 @@ def test_the_signature_file_is_current():
 
 def test_every_resolver_configs_use_may_be_read_from_disk():
     """A run dir's config.yaml holds configs/' own interpolations: each must pass the judge."""
-    from trainlab.run.allowed_targets import DISK_RESOLVERS, resolvers_in
+    from trainlab.run.checks.allowed_targets import DISK_RESOLVERS, resolvers_in
 
     used = {
         name

@@ -23,7 +23,7 @@ from conftest import (
     start_torchrun_node,
 )
 
-import trainlab.train
+import trainlab.commands
 from trainlab.callbacks.non_finite import all_finite
 from trainlab.model.vae import VAE
 from trainlab.run import run_dir as rundir
@@ -66,7 +66,7 @@ def losses_by_step(run_dir: Path, key: str = "train/loss_step") -> dict[int, str
 
 def train_in_process(monkeypatch, tmp_path, *overrides: str) -> int:
     argv = ["train.py", *overrides, f"paths.log_dir={tmp_path}"]
-    return run_in_process(trainlab.train.main, argv, monkeypatch)
+    return run_in_process(trainlab.commands.train_command, argv, monkeypatch)
 
 
 def stop_at(step: int, signal_name: str = "SIGTERM") -> list[str]:

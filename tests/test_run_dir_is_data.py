@@ -6,8 +6,8 @@ import pytest
 from conftest import run_cli, run_in_process
 from omegaconf import OmegaConf
 
+import trainlab.commands
 import trainlab.eval
-import trainlab.train
 
 JOB = [
     "trainer.max_epochs=1", "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
@@ -22,7 +22,7 @@ def finished_run(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     try:
         assert (
-            run_in_process(trainlab.train.main, ["train.py", *JOB, f"paths.log_dir={logs}"], mp)
+            run_in_process(trainlab.commands.train_command, ["train.py", *JOB, f"paths.log_dir={logs}"], mp)
             == 0
         )
     finally:
@@ -70,7 +70,7 @@ def test_eval_refuses_a_planted_target_and_nothing_runs(finished_run, tmp_path, 
 
 
 def test_a_target_in_a_list_or_by_interpolation_is_refused_too(tmp_path):
-    from trainlab.run.allowed_targets import check_targets
+    from trainlab.run.checks.allowed_targets import check_targets
     from trainlab.utils.errors import ConfigError
 
     listed = OmegaConf.create({"callbacks": [{"_target_": "lightning.pytorch.callbacks.ModelCheckpoint"}, {"_target_": "os.system"}]})  # fmt: skip
@@ -84,7 +84,7 @@ def test_a_target_in_a_list_or_by_interpolation_is_refused_too(tmp_path):
 
 
 def test_the_allow_list_is_derived_from_configs_and_refuses_other_code():
-    from trainlab.run.allowed_targets import is_allowed
+    from trainlab.run.checks.allowed_targets import is_allowed
     from trainlab.utils.source import configured_targets
 
     targets = configured_targets()
@@ -121,7 +121,7 @@ def test_every_planted_payload_is_refused_as_text_and_imports_nothing(tmp_path):
     import prints the Zen of Python) never imported."""
     import sys
 
-    from trainlab.run.allowed_targets import check_targets
+    from trainlab.run.checks.allowed_targets import check_targets
     from trainlab.utils.errors import ConfigError
 
     victim = tmp_path / "victim.txt"
@@ -135,7 +135,7 @@ def test_every_planted_payload_is_refused_as_text_and_imports_nothing(tmp_path):
 
 
 def test_a_damaged_interpolation_in_a_run_config_is_one_line():
-    from trainlab.run.allowed_targets import check_targets
+    from trainlab.run.checks.allowed_targets import check_targets
     from trainlab.utils.errors import ConfigError
 
     damaged = OmegaConf.create({"data": {"root": "${paths.nowhere}/digits"}})
@@ -167,7 +167,7 @@ def test_eval_and_init_from_refuse_a_planted_config_in_one_line(finished_run, tm
         assert run_in_process(trainlab.eval.main, argv, mp) == 2
         argv = ["train.py", "experiment=linear_probe", f"model.init_from={ckpt}",
                 f"paths.log_dir={tmp_path / 'logs'}", "trainer.max_epochs=1"]  # fmt: skip
-        assert run_in_process(trainlab.train.main, argv, mp) == 2
+        assert run_in_process(trainlab.commands.train_command, argv, mp) == 2
     finally:
         mp.undo()
     assert not victim.exists() and "this" not in sys.modules

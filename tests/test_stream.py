@@ -13,7 +13,7 @@ import pytest
 from conftest import FAST, ROOT, run_cli, run_in_process
 from PIL import Image
 
-import trainlab.train
+import trainlab.commands
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_train_py_trains_from_local_shards(shards, tmp_path, monkeypatch):
         f"paths.log_dir={tmp_path}",
         "run_name=s",
     ]
-    assert run_in_process(trainlab.train.main, argv, monkeypatch) == 0
+    assert run_in_process(trainlab.commands.train_command, argv, monkeypatch) == 0
     metrics = json.loads((tmp_path / "train" / "runs" / "s" / "metrics.json").read_text())
     assert metrics["metrics"]["train/loss"] > 0 and "test/probe_acc" in metrics["metrics"]
 
@@ -127,7 +127,7 @@ def test_missing_shards_stop_with_one_line(tmp_path, monkeypatch, capfd):
         "data.num_classes=3",
         f"paths.log_dir={tmp_path}",
     ]
-    assert run_in_process(trainlab.train.main, argv, monkeypatch) == 2
+    assert run_in_process(trainlab.commands.train_command, argv, monkeypatch) == 2
     assert "make_shards.py" in capfd.readouterr().err
 
 
@@ -192,7 +192,7 @@ def test_a_stop_mid_epoch_resumes_the_shard_stream_exactly(shards, tmp_path, mon
         *stream_run(root / "shards", batch_size=7, workers=2),
         f"paths.log_dir={tmp_path}",
     ]
-    main = trainlab.train.main
+    main = trainlab.commands.train_command
     assert run_in_process(main, ["train.py", *run, "run_name=straight"], monkeypatch) == 0
     cut = ["train.py", *run, "run_name=cut", "resume=true"]
     assert run_in_process(main, [*cut, *stop_at(5)], monkeypatch) == 143

@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 
 from trainlab.eval import evaluate
 from trainlab.networks.weights import ijepa_parts, read_state
-from trainlab.train import train
+from trainlab.run.training import train
 from trainlab.utils.errors import DataError
 
 # One short epoch on the CPU with checkpointing on: the optimized metric must exist.
@@ -299,15 +299,15 @@ def test_resume_continues_the_run_in_its_own_dir(tmp_path, monkeypatch, capfd):
     import torch
     from conftest import run_in_process
 
-    import trainlab.train
+    import trainlab.commands
 
     base = ["train.py", *FAST, f"paths.log_dir={tmp_path}", "run_name=r", "model.encoder.depth=1"]
     stop = ["+callbacks.stop._target_=signal_at_step.SignalAtStep", "+callbacks.stop.step=1"]
-    assert run_in_process(trainlab.train.main, [*base, *stop], monkeypatch) == 143  # SIGTERM
+    assert run_in_process(trainlab.commands.train_command, [*base, *stop], monkeypatch) == 143  # SIGTERM
     run_dir = tmp_path / "train" / "runs" / "r"
     config = (run_dir / "config.yaml").read_text()
     argv = [*base, "resume=true", "trainer.max_epochs=2"]
-    assert run_in_process(trainlab.train.main, argv, monkeypatch) == 0
+    assert run_in_process(trainlab.commands.train_command, argv, monkeypatch) == 0
     last = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)
     assert last["global_step"] == 6 and last["epoch"] == 1  # 3 steps, then 3 more
     assert (run_dir / "config.yaml").read_text() == config
@@ -360,7 +360,7 @@ def test_the_progress_line_ends_at_max_steps_when_they_stop_the_run_first(capsys
 
 def test_a_shortened_recipe_warns_that_its_last_epochs_are_not_validated(tmp_path, caplog):
     """ijepa_mnist validates every 5 epochs: cut to 3, it would end without a val/probe_acc."""
-    from trainlab.run.config_checks import warn_unvalidated_epochs
+    from trainlab.run.checks.config import warn_unvalidated_epochs
 
     warn_unvalidated_epochs(compose_cfg(tmp_path, ["experiment=ijepa_mnist"]))
     assert "not validated" not in caplog.text

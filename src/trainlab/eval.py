@@ -16,14 +16,15 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from trainlab.commands import CONFIGS
 from trainlab.run.checkpoint_config import (
     INPUT_FORMAT,
     config_path,
     copy_unless_given,
     run_config_of,
 )
-from trainlab.run.config_checks import check_config
-from trainlab.run.hydra_errors import one_line_hydra_errors
+from trainlab.run.checks.config import check_config
+from trainlab.run.checks.hydra_errors import one_line_hydra_errors
 from trainlab.run.run_dir import (
     guard,
     hold_log_records,
@@ -32,7 +33,6 @@ from trainlab.run.run_dir import (
     refuse_writes_into_other_runs,
 )
 from trainlab.run.task import run_task
-from trainlab.train import CONFIGS
 from trainlab.utils.errors import UserError
 from trainlab.utils.logging import get_logger, one_console_line
 

@@ -19,9 +19,9 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf, open_dict
 
-from trainlab.run.config_checks import check_config
-from trainlab.run.override_types import check_override_types
-from trainlab.run.placement import check_name
+from trainlab.run.checks.config import check_config
+from trainlab.run.checks.override_types import check_override_types
+from trainlab.run.checks.placement import check_name
 from trainlab.utils.errors import UserError, one_line
 
 NOT_FINISHED = "not_finished.json"  # in the sweep dir: jobs refused or failed, for the summary

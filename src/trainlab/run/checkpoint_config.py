@@ -7,7 +7,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from trainlab.run.allowed_targets import check_targets
+from trainlab.run.checks.allowed_targets import check_targets
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
@@ -28,7 +28,7 @@ def run_config_of(ckpt: str | Path) -> DictConfig | None:
 
 
 def load_run_config(path: Path, check: bool = True) -> DictConfig:
-    """A run dir's config.yaml, refused if it names any class that trainlab's configs do not (run/allowed_targets.py): a
+    """A run dir's config.yaml, refused if it names any class that trainlab's configs do not (run/checks/allowed_targets.py): a
     shared run dir must not run code when it is opened. ``check=False`` only where nothing
     of it is built (resume's comparison with the command line)."""
     cfg = OmegaConf.create(path.read_text())

@@ -1,10 +1,10 @@
-"""Training: build everything from the composed config, fit, test, report. Each step is its
-own module of run/: acceptance (the checks that can refuse a run), trainer (the Trainer and
+"""The training path, top to bottom: check, build, fit, test, rate, summarise. Each step is
+its own module of run/: checks/ (everything that can refuse a run), trainer (the Trainer and
 the batch), fit (fit, test, resume, signals), frozen_features (the end-of-run table),
 summary (the console table and metrics.json).
 
-``python train.py`` reaches ``train`` here through trainlab/train.py, once the checks that
-need no torch have passed.
+``python train.py`` composes the config and reaches ``train`` through trainlab/commands.py;
+a child rank through run/child_rank.py; a test or a notebook calls it with a composed config.
 """
 
 import time
@@ -18,34 +18,28 @@ from trainlab.callbacks.optuna_pruning import pruned_epoch
 from trainlab.model.compile import compile_networks
 from trainlab.model.self_supervised import SelfSupervised
 from trainlab.run import run_dir as rundir
-from trainlab.run.acceptance import accept_run
+from trainlab.run.checkpoint_config import adopt_encoder_shape
+from trainlab.run.checks import check
 from trainlab.run.fit import checkpoint_step, fit_and_test, truncate_logs
 from trainlab.run.frozen_features import rate_frozen_features
 from trainlab.run.instantiate import finish_wandb
-from trainlab.run.preflight import preflight
 from trainlab.run.summary import report_run
 from trainlab.run.trainer import build_trainer, settle_batch
-from trainlab.strategy.checks import check_launch
 from trainlab.strategy.launcher import launch_ranks_from_config
 from trainlab.utils.console import print_config_tree
 from trainlab.utils.logging import one_console_line
 
 
 def train(cfg: DictConfig) -> float | None:
-    """Fit (and test) the configured model; return ``cfg.optimized_metric`` for sweepers.
-    Called by trainlab.train.train, after the checks that need no torch."""
+    """Fit (and test) the configured model; return ``cfg.optimized_metric`` for sweepers."""
     start = time.monotonic()
     one_console_line()
-    accept_run(cfg)
+    adopt_encoder_shape(cfg, rundir.command_line_overrides())  # a probe: its weights' shape
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
-    datamodule = hydra.utils.instantiate(cfg.data)
-    datamodule.check()  # before the model: a missing data set costs one line, not minutes
-    check_launch(cfg)  # before any process starts: devices, precision, strategy, comm hook
-    if rundir.is_global_zero():  # child ranks run rank 0's config, already through it
-        preflight(cfg, datamodule)  # the model built and one real batch through it
-        if cfg.extras.get("print_config"):  # once every check has passed: a refusal is a line
-            print_config_tree(cfg)
+    datamodule = check(cfg)  # everything that can refuse the run, one line each
+    if rundir.is_global_zero() and cfg.extras.get("print_config"):
+        print_config_tree(cfg)  # once every check has passed: a refusal is a line
     # Only now, with every check passed, is anything written: a refused run leaves no trace.
     run_dir = rundir.open_run(cfg, resume=cfg.get("resume", False))
     trainer, loggers, reporters = build_trainer(cfg, run_dir)

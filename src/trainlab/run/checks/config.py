@@ -240,24 +240,25 @@ def check_values(node: DictConfig, path: str) -> None:
 
 
 def check_config(
-    cfg: DictConfig, typed: list[str] = (), values: bool = True, imports: bool = True
+    cfg: DictConfig,
+    typed: list[str] = (),
+    imports: bool = True,
+    warn: bool = True,
 ) -> None:
     """All checks that need no data and no devices. ``typed``: the command line's overrides.
     Importing every ``_target_`` for its signature takes seconds (torch, Lightning), so
-    train.py's light entry checks the signatures kept as text (``imports=False``: a bad
-    value is refused in under a second) and the run checks the imported ones after
-    (``values=False``: the values, and their warnings, once only)."""
+    the check before torch reads the signatures kept as text (``imports=False``: a bad
+    value is refused in under a second, ``warn=False``: its warnings come once, from the
+    full check after)."""
     for key in cfg:
         if key == "hydra" or not isinstance(cfg._get_node(key), DictConfig):
             continue  # Hydra's own node (validated by Hydra), and root values
         nodes = list(_dict_nodes(cfg._get_node(key), str(key)))
-        for path, node in nodes if values else ():  # first: their messages say more
+        for path, node in nodes:  # first: their messages say more
             check_ranges(node, path)
             check_values(node, path)
         for path, node in nodes:
             check_types(node, path, imports)
-    if not values:
-        return
     seed = cfg.get("seed")
     if _number(seed) and not 0 <= seed < 2**32:
         raise ConfigError(f"seed={seed} is not valid: it must be in [0, 2**32) (or null)")
@@ -284,7 +285,8 @@ def check_config(
         )
     check_batch_overrides(cfg, typed)
     check_resume_from(cfg)
-    warn_unvalidated_epochs(cfg)
+    if warn:
+        warn_unvalidated_epochs(cfg)
 
 
 def check_resume_from(cfg: DictConfig) -> None:

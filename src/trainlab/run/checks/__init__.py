@@ -1,0 +1,110 @@
+"""Everything that can refuse a run, behind one entry: ``check(cfg)``. A refusal is one line
+that names the key and says how to fix it (exit 2), and it comes before anything is written
+to the run dir. The modules of this package, cheapest first:
+
+- ``hydra_errors``: Hydra's own errors (an unknown group, a mistyped key) as one line;
+- ``placement``: where the run dir lies (a Hydra callback, before Hydra makes the folder);
+- ``config``: every node's values and types against its class's signature;
+- ``override_types``: what the command line typed against what the config holds;
+- ``allowed_targets``: a config read from a run dir is data: which classes it may name;
+- the run dir: not in use, not finished (``run_dir.guard``), no writer into another run;
+- ``preflight``: the data, the devices, the model, its optimizer, the callbacks and the
+  Trainer built, and one real batch through the model.
+
+The first half needs no torch, so ``python train.py`` refuses a mistyped value before
+importing torch and Lightning (``check_before_torch``; importing them takes seconds).
+"""
+
+import os
+from pathlib import Path
+
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from trainlab.run import run_dir as rundir
+from trainlab.run.checks.config import check_config
+from trainlab.run.checks.override_types import check_override_types
+from trainlab.run.overrides import resume_changes
+from trainlab.strategy.submitit_ranks import adopt_submitit_local_ranks
+from trainlab.utils.errors import ConfigError
+from trainlab.utils.logging import get_logger
+
+log = get_logger(__name__)
+
+
+def check_before_torch(cfg: DictConfig, config_name: str = "train") -> None:
+    """What needs no torch: every value against the signatures kept as text
+    (utils/signatures.json), the command line's types, and the run dir's state."""
+    check_config(cfg, rundir.command_line_overrides(), imports=False, warn=False)
+    if GlobalHydra.instance().is_initialized():  # from a command line (not a child rank,
+        # which runs rank 0's checked config, nor a test's composed config); it composes
+        # the config once more (0.2-0.3 s)
+        check_override_types(cfg, config_name, list(HydraConfig.get().overrides.task))
+    adopt_submitit_local_ranks()  # before anything asks which rank this is
+    if rundir.is_global_zero():  # a file check: a run dir in use or finished, refused now
+        rundir.guard(Path(cfg.paths.output_dir), resume=cfg.get("resume", False))
+
+
+def check(cfg: DictConfig):
+    """Every check that can refuse the run, before anything is written to its run dir; returns
+    the datamodule it built to check the data. Rank 0 also builds the model and puts one
+    real batch through it (preflight); child ranks run rank 0's checked config."""
+    from trainlab.run.checks.preflight import preflight  # torch and Lightning
+    from trainlab.strategy.checks import check_launch
+
+    adopt_submitit_local_ranks()
+    check_config(cfg, rundir.command_line_overrides())  # every value and type, imported
+    if rundir.is_global_zero():
+        rundir.guard(Path(cfg.paths.output_dir), resume=cfg.get("resume", False))
+    check_checkpoints(cfg)
+    rundir.refuse_writes_into_other_runs(cfg)
+    refuse_multirun_under_torchrun()
+    warn_resume_changes(cfg)
+    import hydra
+
+    datamodule = hydra.utils.instantiate(cfg.data)
+    datamodule.check()  # before the model: a missing data set costs one line, not minutes
+    check_launch(cfg)  # before any process starts: devices, precision, strategy, comm hook
+    if rundir.is_global_zero():
+        preflight(cfg, datamodule)  # the model built and one real batch through it
+    return datamodule
+
+
+def refuse_multirun_under_torchrun() -> None:
+    """Under torchrun every process would run the whole sweep and pick its own values."""
+    from hydra.types import RunMode
+
+    multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    if multirun and "TORCHELASTIC_RUN_ID" in os.environ:
+        raise ConfigError(
+            "a multirun (-m) cannot run under torchrun: sweep with Lightning's launcher "
+            "(python train.py -m ... trainer.devices=N), or run each job under torchrun"
+        )
+
+
+def check_checkpoints(cfg: DictConfig) -> None:
+    """The weights files the config names (model.init_from, model.net.init_from, resume_from)
+    and the one resume=true continues from readable with weights_only loading, before
+    anything is written."""
+    from trainlab.networks.weights import check_readable  # torch
+
+    for key in ("model.init_from", "model.net.init_from", "resume_from"):
+        path = OmegaConf.select(cfg, key)
+        if path:
+            check_readable(path)
+    if cfg.get("resume") and rundir.is_global_zero():
+        if (last := rundir.resume_checkpoint(Path(cfg.paths.output_dir))) is not None:
+            check_readable(last)
+
+
+def warn_resume_changes(cfg: DictConfig) -> None:
+    """resume=true with values that differ from the run's config.yaml: they apply now, and
+    the log says which."""
+    from trainlab.run.checkpoint_config import load_run_config
+
+    saved = Path(cfg.paths.output_dir) / "config.yaml"
+    if cfg.get("resume") and rundir.is_global_zero() and saved.is_file():
+        # compared with the command line, never built: its classes need no check
+        for change in resume_changes(load_run_config(saved, check=False), cfg):
+            log.warning(f"resume: {change} (differs from the run's config.yaml; applies now)")
