@@ -1,8 +1,14 @@
 """Batch accounting: the per-device batch from a global batch, and LR scaling with it."""
 
+import copy
+
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from trainlab.run.results import batch_facts
 from trainlab.utils.errors import ConfigError
+from trainlab.utils.logging import get_logger
+
+log = get_logger(__name__)
 
 
 def per_device_batch(global_batch_size: int, world_size: int, accumulate: int) -> int:
@@ -43,3 +49,25 @@ def scale_learning_rates(cfg: DictConfig, global_batch_size: int) -> float:
             elif value is not None:
                 OmegaConf.update(cfg, key, value * factor)
     return factor
+
+
+def settle_batch(cfg: DictConfig, trainer, datamodule) -> tuple[dict, DictConfig]:
+    """The per-device batch from data.global_batch_size (set on the datamodule), and the
+    config the model is built from: a copy of ``cfg`` with the learning rates scaled to the
+    global batch (lr_scaling), so the checked config stays as composed and a child rank,
+    which starts from it, scales once too. ``trainer`` gives the world size and the
+    accumulation, as Lightning decides them."""
+    if datamodule.global_batch_size:
+        datamodule.batch_size = per_device_batch(
+            datamodule.global_batch_size, trainer.world_size, trainer.accumulate_grad_batches
+        )
+    facts = batch_facts(trainer, datamodule.batch_size)
+    settled = copy.deepcopy(cfg)
+    facts["lr_scale"] = scale_learning_rates(settled, facts["global_batch_size"])
+    log.info(
+        f"batch: {facts['batch_size_per_device']} per device x {facts['world_size']} "
+        f"device(s) x {facts['accumulate_grad_batches']} accumulation = "
+        f"{facts['global_batch_size']} per optimizer step; learning rates x{facts['lr_scale']:.4g} "
+        f"(lr_scaling.rule={OmegaConf.select(cfg, 'lr_scaling.rule', default='none')})"
+    )
+    return facts, settled

@@ -1,12 +1,11 @@
-"""The Trainer of a run (the config's callbacks, loggers and strategy, plus trainlab's own)
-and the batch it settles (per-device batch, learning rates scaled to the global batch)."""
+"""The Trainer of a run: the config's callbacks, loggers and strategy, plus trainlab's own."""
 
 from pathlib import Path
 
 import hydra
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from trainlab.callbacks.comm_count import CommCounter
 from trainlab.callbacks.comm_stats import CommStatsLogger
@@ -14,13 +13,11 @@ from trainlab.callbacks.memory_estimate import MemoryEstimate
 from trainlab.callbacks.optuna_pruning import OptunaPruning
 from trainlab.callbacks.run_stats import RunStats
 from trainlab.callbacks.seed_each_step import SeedEachStep
-from trainlab.run.batch import per_device_batch, scale_learning_rates
 from trainlab.run.instantiate import (
     instantiate_callbacks,
     instantiate_loggers,
     instantiate_strategy,
 )
-from trainlab.run.results import batch_facts
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
@@ -48,21 +45,3 @@ def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list, list
     if getattr(trainer.strategy, "comm_hook", None):
         trainer.callbacks.append(CommStatsLogger())
     return trainer, loggers, reporters
-
-
-def settle_batch(cfg: DictConfig, trainer: L.Trainer, datamodule) -> dict:
-    """Per-device batch from data.global_batch_size, and learning rates scaled to the global
-    batch (lr_scaling) in ``cfg.model``: batch_facts plus ``lr_scale``."""
-    if datamodule.global_batch_size:
-        datamodule.batch_size = per_device_batch(
-            datamodule.global_batch_size, trainer.world_size, trainer.accumulate_grad_batches
-        )
-    facts = batch_facts(trainer, datamodule.batch_size)
-    facts["lr_scale"] = scale_learning_rates(cfg, facts["global_batch_size"])
-    log.info(
-        f"batch: {facts['batch_size_per_device']} per device x {facts['world_size']} "
-        f"device(s) x {facts['accumulate_grad_batches']} accumulation = "
-        f"{facts['global_batch_size']} per optimizer step; learning rates x{facts['lr_scale']:.4g} "
-        f"(lr_scaling.rule={OmegaConf.select(cfg, 'lr_scaling.rule', default='none')})"
-    )
-    return facts

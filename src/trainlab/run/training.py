@@ -9,7 +9,6 @@ a child rank through run/child_rank.py; a test or a notebook calls it with a com
 
 import time
 
-import hydra
 import lightning as L
 import torch.distributed as dist
 from omegaconf import DictConfig, OmegaConf
@@ -24,7 +23,7 @@ from trainlab.run.fit import checkpoint_step, fit_and_test, truncate_logs
 from trainlab.run.frozen_features import rate_frozen_features
 from trainlab.run.instantiate import finish_wandb
 from trainlab.run.summary import report_run
-from trainlab.run.trainer import build_trainer, settle_batch
+from trainlab.run.trainer import build_trainer
 from trainlab.strategy.launcher import launch_ranks_from_config
 from trainlab.utils.console import print_config_tree
 from trainlab.utils.logging import one_console_line
@@ -37,7 +36,8 @@ def train(cfg: DictConfig) -> float | None:
     adopt_encoder_shape(cfg, rundir.command_line_overrides())  # a probe: its weights' shape
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
-    datamodule = check(cfg)  # everything that can refuse the run, one line each
+    accepted = check(cfg)  # everything that can refuse the run, one line each
+    datamodule, model, batch = accepted.datamodule, accepted.model, accepted.batch
     if rundir.is_global_zero() and cfg.extras.get("print_config"):
         print_config_tree(cfg)  # once every check has passed: a refusal is a line
     # Only now, with every check passed, is anything written: a refused run leaves no trace.
@@ -47,10 +47,6 @@ def train(cfg: DictConfig) -> float | None:
     devices = getattr(trainer.strategy, "parallel_devices", None) or [trainer.strategy.root_device]
     if trainer.is_global_zero:
         rundir.record_start(run_dir, trainer.world_size, devices)
-    # The Trainer comes before the model: the world size fixes the per-device batch and the
-    # scaled learning rates, which are written into cfg.model, and the model is built from it.
-    facts = settle_batch(cfg, trainer, datamodule)
-    model = hydra.utils.instantiate(cfg.model)
     if cfg.get("compile"):
         compile_networks(model)
     if cfg.get("resume") and trainer.is_global_zero:  # before a logger writes: TensorBoard's
@@ -58,7 +54,7 @@ def train(cfg: DictConfig) -> float | None:
         resumed_at = rundir.resume_checkpoint(run_dir)
         truncate_logs(trainer, checkpoint_step(resumed_at) if resumed_at else 0)
     for logger in loggers:
-        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+        logger.log_hyperparams(OmegaConf.to_container(accepted.config, resolve=True))
     chosen, facts_of_features = None, {}
     try:
         metrics, best = fit_and_test(cfg, trainer, model, datamodule, run_dir)
@@ -84,7 +80,7 @@ def train(cfg: DictConfig) -> float | None:
     run = {"run_dir": str(run_dir), "wall_seconds": round(time.monotonic() - start, 2)}
     for reporter in reporters:
         run |= reporter.summary()
-    run |= {**facts, **facts_of_features, "devices": [str(d) for d in devices]}
+    run |= {**batch, **facts_of_features, "devices": [str(d) for d in devices]}
     run["precision"] = str(trainer.precision)  # as resolved: ijepa_mnist picks it by the CPU
     report_run(cfg, trainer, run_dir, metrics, best, run, chosen)
     return metrics.get(cfg.get("optimized_metric") or "")

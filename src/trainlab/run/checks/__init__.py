@@ -16,7 +16,9 @@ importing torch and Lightning (``check_before_torch``; importing them takes seco
 """
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
@@ -46,11 +48,23 @@ def check_before_torch(cfg: DictConfig, config_name: str = "train") -> None:
         rundir.guard(Path(cfg.paths.output_dir), resume=cfg.get("resume", False))
 
 
-def check(cfg: DictConfig):
-    """Every check that can refuse the run, before anything is written to its run dir; returns
-    the datamodule it built to check the data. Rank 0 also builds the model and puts one
-    real batch through it (preflight); child ranks run rank 0's checked config."""
-    from trainlab.run.checks.preflight import preflight  # torch and Lightning
+@dataclass
+class Accepted:
+    """What the checks built to find out, handed on so that nothing is built twice."""
+
+    datamodule: Any
+    model: Any
+    batch: dict  # per-device and global batch, world size, accumulation, lr_scale
+    config: DictConfig  # the composed config with the learning rates scaled (run/batch.py)
+
+
+def check(cfg: DictConfig) -> Accepted:
+    """Every check that can refuse the run, before anything is written to its run dir. It
+    builds the datamodule, a Trainer it drops (for the world size) and the model; rank 0 also
+    puts one real batch through the model (preflight), child ranks run rank 0's checked
+    config. ``cfg`` is not changed."""
+    from trainlab.run.batch import settle_batch  # torch and Lightning
+    from trainlab.run.checks.preflight import build_model, dry_trainer, preflight
     from trainlab.strategy.checks import check_launch
 
     adopt_submitit_local_ranks()
@@ -66,9 +80,13 @@ def check(cfg: DictConfig):
     datamodule = hydra.utils.instantiate(cfg.data)
     datamodule.check()  # before the model: a missing data set costs one line, not minutes
     check_launch(cfg)  # before any process starts: devices, precision, strategy, comm hook
+    # The world size fixes the per-device batch and the scaled learning rates, which the
+    # model is built with.
+    batch, settled = settle_batch(cfg, dry_trainer(cfg), datamodule)
+    model = build_model(settled)
     if rundir.is_global_zero():
-        preflight(cfg, datamodule)  # the model built and one real batch through it
-    return datamodule
+        preflight(settled, datamodule, model)  # its optimizer, callbacks, one real batch
+    return Accepted(datamodule, model, batch, settled)
 
 
 def refuse_multirun_under_torchrun() -> None:

@@ -1,14 +1,15 @@
-"""Preflight: build the model, its optimizer, the callbacks and the Trainer, and put one real
+"""Preflight: the Trainer, the model, its optimizer and the callbacks built, and one real
 training batch through the model, before the run dir exists, so that a value no check knows
 by name (a predictor whose heads do not divide its width, a view size the patch does not
 divide, AdamW's betas, a Trainer's devices) stops the run in one line, exit 2, with nothing
 written, instead of failing minutes later inside a library.
 
-The model built here is thrown away: its random draws happen inside ``fork_rng``, so the run's
-own model starts from the same weights as without preflight. The batch is read from the train
-split without a loader (two samples, collated and normalised as the run's batches are) and
-goes through the method's loss in eval mode without gradients: no step, no state of the run
-changed. Its cost is one extra model build and a two-image forward (results: README).
+The model is the run's own, built once (``build_model``). The Trainer built here is dropped:
+it says the world size, which fixes the per-device batch and the scaled learning rates the
+model is built with; the run's Trainer is built on its run dir. The batch is read from the
+train split without a loader (two samples, collated and normalised as the run's batches are)
+and goes through the method's loss in eval mode without gradients, its random draws inside
+``fork_rng``: no step, no state of the run changed. Its cost is a two-image forward.
 """
 
 import logging
@@ -38,13 +39,19 @@ def first_batch(datamodule):
 
 
 def one_step(model, batch, seed: int) -> None:
-    """The method's loss on ``batch``, in eval mode, without gradients."""
+    """The method's loss on ``batch``, in eval mode, without gradients; every module's
+    mode is put back as it was."""
+    modes = {module: module.training for module in model.modules()}
     model.eval()
-    with torch.no_grad():
-        if isinstance(model, SelfSupervised):
-            model.loss(batch[0], step_generator(seed, 0, 0))
-        else:
-            model.training_step(batch, 0)
+    try:
+        with torch.no_grad():
+            if isinstance(model, SelfSupervised):
+                model.loss(batch[0], step_generator(seed, 0, 0))
+            else:
+                model.training_step(batch, 0)
+    finally:
+        for module, training in modes.items():
+            module.training = training
 
 
 def built(key: str, node: DictConfig, **kwargs):
@@ -63,11 +70,43 @@ def built(key: str, node: DictConfig, **kwargs):
         ) from e
 
 
+def dry_trainer(cfg: DictConfig):
+    """The Trainer built without callbacks and loggers, and dropped after: its constructor
+    checks devices and num_nodes, and it says the world size and the accumulation as
+    Lightning decides them (before any process starts). Loggers are built on the run dir."""
+    lightning_log = logging.getLogger("lightning.pytorch")
+    level = lightning_log.level
+    lightning_log.setLevel(logging.WARNING)  # the Trainer's "GPU available" lines: once, later
+    try:
+        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            strategy = cfg.get("strategy")
+            return built(
+                "trainer",
+                cfg.trainer,
+                callbacks=[],
+                logger=False,
+                enable_checkpointing=False,
+                strategy=built("strategy", strategy)
+                if strategy and "_target_" in strategy
+                else "auto",
+            )
+    finally:
+        lightning_log.setLevel(level)
+
+
+def build_model(cfg: DictConfig):
+    """The run's model, from the settled config (run/batch.py), its constructor's errors
+    as one line naming the node."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # self.log without a Trainer, and the like
+        return built("model", cfg.model)
+
+
 def check_run_objects(cfg: DictConfig, model) -> None:
-    """The optimizer, each callback and the Trainer built once and dropped: AdamW's betas,
-    ModelCheckpoint's mode and save_top_k, the Trainer's devices and num_nodes are checked
-    by their own constructors, before the run dir exists. Loggers are left out: they are
-    built on the run dir."""
+    """The optimizer and each callback built once and dropped: AdamW's betas,
+    ModelCheckpoint's mode and save_top_k are checked by their own constructors, before
+    the run dir exists."""
     optimizer = cfg.model.get("optimizer")
     if isinstance(optimizer, DictConfig) and optimizer.get("_partial_"):
         make = built("model.optimizer", optimizer)  # a partial: the model gives its parameters
@@ -80,31 +119,14 @@ def check_run_objects(cfg: DictConfig, model) -> None:
     for name, node in (cfg.get("callbacks") or {}).items():
         if isinstance(node, DictConfig) and "_target_" in node:
             built(f"callbacks.{name}", node)
-    lightning_log = logging.getLogger("lightning.pytorch")
-    level = lightning_log.level
-    lightning_log.setLevel(logging.WARNING)  # the Trainer's "GPU available" lines: once, later
-    try:
-        strategy = cfg.get("strategy")
-        built(
-            "trainer",
-            cfg.trainer,
-            callbacks=[],
-            logger=False,
-            enable_checkpointing=False,
-            strategy=built("strategy", strategy) if strategy and "_target_" in strategy else "auto",
-        )
-    finally:
-        lightning_log.setLevel(level)
 
 
-def preflight(cfg: DictConfig, datamodule) -> float:
-    """Raise a ConfigError (one line) if the model, its optimizer, a callback or the Trainer
-    cannot be built, or the model cannot take one real training batch; return the seconds
-    it took."""
+def preflight(cfg: DictConfig, datamodule, model) -> float:
+    """Raise a ConfigError (one line) if the model's optimizer or a callback cannot be built,
+    or the model cannot take one real training batch; return the seconds it took."""
     start = time.perf_counter()
     with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # self.log without a Trainer, and the like
-        model = built("model", cfg.model)
         check_run_objects(cfg, model)
         if not getattr(datamodule, "preflight_batch", True):
             return time.perf_counter() - start
@@ -120,5 +142,5 @@ def preflight(cfg: DictConfig, datamodule) -> float:
                 "data.num_classes, model.*)"
             ) from e
     seconds = time.perf_counter() - start
-    log.info(f"preflight: model built and one batch of {BATCH} run in {seconds:.2f} s")
+    log.info(f"preflight: one batch of {BATCH} through the model in {seconds:.2f} s")
     return seconds
