@@ -35,9 +35,14 @@ def commands(text: str):
     for match in COMMAND.finditer(text):
         args = match[2].split(" #", 1)[0].strip()
         tokens = [t for t in shlex.split(args) if t not in NOT_OVERRIDES and "=" in t]
-        yield match[1], [
-            PLACEHOLDER.sub("name", t) for t in tokens if not PLACEHOLDER.fullmatch(t.split("=", 1)[1])
-        ]
+        yield (
+            match[1],
+            [
+                PLACEHOLDER.sub("name", t)
+                for t in tokens
+                if not PLACEHOLDER.fullmatch(t.split("=", 1)[1])
+            ],
+        )
 
 
 def first_of_sweeps(overrides: list[str]) -> list[str]:

@@ -157,7 +157,10 @@ def test_sigterm_then_resume_gives_the_uninterrupted_losses_bitwise(
     job = [f"experiment={experiment}", *SHORT, f"paths.log_dir={tmp_path}"]
     stop = ["+callbacks.stop._target_=signal_at_step.SignalAtStep", "+callbacks.stop.step=3",
             "+callbacks.stop.name=SIGTERM"]  # fmt: skip
-    run = lambda *a: run_in_process(trainlab.commands.train_command, ["train.py", *job, *a], monkeypatch)  # noqa: E731
+
+    def run(*a):
+        return run_in_process(trainlab.commands.train_command, ["train.py", *job, *a], monkeypatch)
+
     assert run("run_name=straight") == 0
     assert run("run_name=cut", "resume=true", *stop) == 128 + signal.SIGTERM
     assert run("run_name=cut", "resume=true") == 0

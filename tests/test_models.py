@@ -180,6 +180,6 @@ def test_networks_import_no_lightning_and_nothing_above_them():
     assert not [m for m in loaded if m.split(".")[0] in ("lightning", "pytorch_lightning")]
     above = ("trainlab.model.", "trainlab.run", "trainlab.strategy", "trainlab.callbacks")
     # trainlab/__init__.py registers the config's monitor resolver (model/monitor.py).
-    assert [
-        m for m in loaded if m.startswith(above) and not m.startswith("trainlab.networks")
-    ] == ["trainlab.model.monitor"]
+    assert [m for m in loaded if m.startswith(above) and not m.startswith("trainlab.networks")] == [
+        "trainlab.model.monitor"
+    ]

@@ -22,7 +22,9 @@ def finished_run(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     try:
         assert (
-            run_in_process(trainlab.commands.train_command, ["train.py", *JOB, f"paths.log_dir={logs}"], mp)
+            run_in_process(
+                trainlab.commands.train_command, ["train.py", *JOB, f"paths.log_dir={logs}"], mp
+            )
             == 0
         )
     finally:

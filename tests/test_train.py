@@ -303,7 +303,9 @@ def test_resume_continues_the_run_in_its_own_dir(tmp_path, monkeypatch, capfd):
 
     base = ["train.py", *FAST, f"paths.log_dir={tmp_path}", "run_name=r", "model.encoder.depth=1"]
     stop = ["+callbacks.stop._target_=signal_at_step.SignalAtStep", "+callbacks.stop.step=1"]
-    assert run_in_process(trainlab.commands.train_command, [*base, *stop], monkeypatch) == 143  # SIGTERM
+    assert (
+        run_in_process(trainlab.commands.train_command, [*base, *stop], monkeypatch) == 143
+    )  # SIGTERM
     run_dir = tmp_path / "train" / "runs" / "r"
     config = (run_dir / "config.yaml").read_text()
     argv = [*base, "resume=true", "trainer.max_epochs=2"]

@@ -25,6 +25,7 @@ from trainlab.run.checkpoint_config import (
 )
 from trainlab.run.checks.config import check_config
 from trainlab.run.checks.hydra_errors import one_line_hydra_errors
+from trainlab.run.failures import run_task
 from trainlab.run.run_dir import (
     guard,
     hold_log_records,
@@ -32,7 +33,6 @@ from trainlab.run.run_dir import (
     open_run,
     refuse_writes_into_other_runs,
 )
-from trainlab.run.task import run_task
 from trainlab.utils.errors import UserError
 from trainlab.utils.logging import get_logger, one_console_line
 
@@ -97,7 +97,7 @@ def rate_features(cfg: DictConfig, ckpt: Path, start: float) -> dict:
     from trainlab.evaluation.features import Extraction
     from trainlab.evaluation.protocol import choices
     from trainlab.evaluation.protocol import metrics as protocol_metrics
-    from trainlab.run.results import report
+    from trainlab.run.metrics_file import report
 
     encoder_cfg = cfg.model.get("encoder") or OmegaConf.select(cfg.model, "net.encoder")
     if encoder_cfg is None:
@@ -153,7 +153,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
 
     from trainlab.networks.weights import check_readable
     from trainlab.run.instantiate import finish_wandb, instantiate_loggers
-    from trainlab.run.results import batch_facts, final_metrics, report
+    from trainlab.run.metrics_file import batch_facts, final_metrics, report
 
     one_console_line()  # once Lightning is imported: it adds its own console handler then
     check_readable(ckpt)  # truncated, not a checkpoint, or a pickle that would run code

@@ -4,7 +4,7 @@ For losses on batch statistics (VICReg's variance and covariance): each rank the
 global batch, as one process would. torch.distributed.nn's all_gather carries gradients
 (its backward sums them over ranks); DDP's averaging of the parameter gradients then gives
 exactly the gradient of one process on the global batch. One process: the tensor itself.
-torch 2.14 deprecates torch.distributed.nn's all_gather (run/task.py silences the warning,
+torch 2.14 deprecates torch.distributed.nn's all_gather (run/failures.py silences the warning,
 which Lightning's own all_gather raises too); its suggested replacement,
 _functional_collectives.all_gather_single, breaks callbacks/memory_estimate.py's count of
 saved tensors ("invalid python storage"), so this stays until that is solved.

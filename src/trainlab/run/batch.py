@@ -4,7 +4,7 @@ import copy
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from trainlab.run.results import batch_facts
+from trainlab.run.metrics_file import batch_facts
 from trainlab.utils.errors import ConfigError
 from trainlab.utils.logging import get_logger
 
@@ -51,7 +51,7 @@ def scale_learning_rates(cfg: DictConfig, global_batch_size: int) -> float:
     return factor
 
 
-def settle_batch(cfg: DictConfig, trainer, datamodule) -> tuple[dict, DictConfig]:
+def batch_for_world(cfg: DictConfig, trainer, datamodule) -> tuple[dict, DictConfig]:
     """The per-device batch from data.global_batch_size (set on the datamodule), and the
     config the model is built from: a copy of ``cfg`` with the learning rates scaled to the
     global batch (lr_scaling), so the checked config stays as composed and a child rank,

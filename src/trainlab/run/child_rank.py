@@ -10,7 +10,7 @@ import sys
 
 from omegaconf import OmegaConf
 
-from trainlab.run.task import run_task
+from trainlab.run.failures import run_task
 from trainlab.run.training import train
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from trainlab.callbacks.interruption import InterruptionCheckpoint
 from trainlab.callbacks.optuna_pruning import pruned_epoch
 from trainlab.run import run_dir as rundir
 from trainlab.run.checks.placement import continue_command
-from trainlab.run.results import final_metrics
+from trainlab.run.metrics_file import final_metrics
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)

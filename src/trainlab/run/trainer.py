@@ -26,9 +26,9 @@ log = get_logger(__name__)
 def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list, list]:
     """The Trainer with the config's callbacks, loggers and strategy, plus trainlab's own,
     and the callbacks whose ``summary()`` goes into metrics.json's ``run``."""
-    reporters = [RunStats(cfg.get("peak_tflops")), CommCounter(), MemoryEstimate()]
+    summary_callbacks = [RunStats(cfg.get("peak_tflops")), CommCounter(), MemoryEstimate()]
     # SeedEachStep always: without it a resumed run would draw other random numbers.
-    callbacks = [*instantiate_callbacks(cfg.get("callbacks")), *reporters, SeedEachStep()]
+    callbacks = [*instantiate_callbacks(cfg.get("callbacks")), *summary_callbacks, SeedEachStep()]
     if cfg.get("optuna_trial"):  # a trial of hparams_search=optuna: its pruner may stop it
         sweeper = HydraConfig.get().sweeper if HydraConfig.initialized() else {}
         pruner = hydra.utils.instantiate(sweeper.get("pruner"))  # rank 0's; children: None
@@ -44,4 +44,4 @@ def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list, list
     )
     if getattr(trainer.strategy, "comm_hook", None):
         trainer.callbacks.append(CommStatsLogger())
-    return trainer, loggers, reporters
+    return trainer, loggers, summary_callbacks

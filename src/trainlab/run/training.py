@@ -22,7 +22,7 @@ from trainlab.run.checks import check
 from trainlab.run.fit import checkpoint_step, fit_and_test, truncate_logs
 from trainlab.run.frozen_features import rate_frozen_features
 from trainlab.run.instantiate import finish_wandb
-from trainlab.run.summary import report_run
+from trainlab.run.run_summary import report_run
 from trainlab.run.trainer import build_trainer
 from trainlab.strategy.launcher import launch_ranks_from_config
 from trainlab.utils.console import print_config_tree
@@ -42,7 +42,7 @@ def train(cfg: DictConfig) -> float | None:
         print_config_tree(cfg)  # once every check has passed: a refusal is a line
     # Only now, with every check passed, is anything written: a refused run leaves no trace.
     run_dir = rundir.open_run(cfg, resume=cfg.get("resume", False))
-    trainer, loggers, reporters = build_trainer(cfg, run_dir)
+    trainer, loggers, summary_callbacks = build_trainer(cfg, run_dir)
     launcher = launch_ranks_from_config(trainer, cfg, run_dir)
     devices = getattr(trainer.strategy, "parallel_devices", None) or [trainer.strategy.root_device]
     if trainer.is_global_zero:
@@ -55,7 +55,7 @@ def train(cfg: DictConfig) -> float | None:
         truncate_logs(trainer, checkpoint_step(resumed_at) if resumed_at else 0)
     for logger in loggers:
         logger.log_hyperparams(OmegaConf.to_container(accepted.config, resolve=True))
-    chosen, facts_of_features = None, {}
+    chosen, feature_summary = None, {}
     try:
         metrics, best = fit_and_test(cfg, trainer, model, datamodule, run_dir)
         last = run_dir / "checkpoints" / "last.ckpt"
@@ -63,7 +63,7 @@ def train(cfg: DictConfig) -> float | None:
         if rate and pruned_epoch(trainer) is None:
             # last.ckpt: the weights the summary's final val/* monitors describe
             rated = str(last) if last.exists() else best or str(last)
-            metrics, chosen, facts_of_features = rate_frozen_features(
+            metrics, chosen, feature_summary = rate_frozen_features(
                 cfg, trainer, rated, datamodule, metrics
             )
     finally:
@@ -78,9 +78,9 @@ def train(cfg: DictConfig) -> float | None:
     if not trainer.is_global_zero:
         return metrics.get(cfg.get("optimized_metric") or "")
     run = {"run_dir": str(run_dir), "wall_seconds": round(time.monotonic() - start, 2)}
-    for reporter in reporters:
-        run |= reporter.summary()
-    run |= {**batch, **facts_of_features, "devices": [str(d) for d in devices]}
+    for callback in summary_callbacks:
+        run |= callback.summary()
+    run |= {**batch, **feature_summary, "devices": [str(d) for d in devices]}
     run["precision"] = str(trainer.precision)  # as resolved: ijepa_mnist picks it by the CPU
     report_run(cfg, trainer, run_dir, metrics, best, run, chosen)
     return metrics.get(cfg.get("optimized_metric") or "")

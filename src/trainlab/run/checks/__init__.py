@@ -63,7 +63,7 @@ def check(cfg: DictConfig) -> Accepted:
     builds the datamodule, a Trainer it drops (for the world size) and the model; rank 0 also
     puts one real batch through the model (preflight), child ranks run rank 0's checked
     config. ``cfg`` is not changed."""
-    from trainlab.run.batch import settle_batch  # torch and Lightning
+    from trainlab.run.batch import batch_for_world  # torch and Lightning
     from trainlab.run.checks.preflight import build_model, dry_trainer, preflight
     from trainlab.strategy.checks import check_launch
 
@@ -82,7 +82,7 @@ def check(cfg: DictConfig) -> Accepted:
     check_launch(cfg)  # before any process starts: devices, precision, strategy, comm hook
     # The world size fixes the per-device batch and the scaled learning rates, which the
     # model is built with.
-    batch, settled = settle_batch(cfg, dry_trainer(cfg), datamodule)
+    batch, settled = batch_for_world(cfg, dry_trainer(cfg), datamodule)
     model = build_model(settled)
     if rundir.is_global_zero():
         preflight(settled, datamodule, model)  # its optimizer, callbacks, one real batch

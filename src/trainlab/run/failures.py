@@ -1,4 +1,5 @@
-"""Runs a task (train, eval) so that a failure reads as one line and nothing leaks.
+"""Runs a task (train, eval) so that a failure reads as one line and nothing leaks, on a
+console without the library warnings that need no action (KNOWN_NOISE).
 
 A user's mistake prints one line that says what to fix and exits 2; any other failure
 prints one line that points at the log file holding the full traceback and exits 1. A run

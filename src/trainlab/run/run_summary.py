@@ -6,7 +6,7 @@ import lightning as L
 from omegaconf import DictConfig
 
 from trainlab.callbacks.optuna_pruning import pruned_epoch
-from trainlab.run.results import report
+from trainlab.run.metrics_file import report
 
 # RunStats' numbers in the run summary (tokens, TFLOP/s and MFU where the module counts them)
 SPEED_ROWS = {
