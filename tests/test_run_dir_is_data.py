@@ -195,7 +195,7 @@ def test_a_full_disk_at_the_last_write_leaves_a_resumable_run_and_a_readable_tab
     import errno
     import os
 
-    from trainlab.run import results
+    from trainlab.run import metrics_file as results
     from trainlab.run.run_dir import guard
     from trainlab.runs import main as runs_table
     from trainlab.utils.errors import StorageError
