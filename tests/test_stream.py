@@ -131,6 +131,7 @@ def test_missing_shards_stop_with_one_line(tmp_path, monkeypatch, capfd):
     assert "make_shards.py" in capfd.readouterr().err
 
 
+@pytest.mark.slow  # 14 s: make test-slow (local shards train in make test)
 def test_train_py_streams_from_an_s3_server_and_reuses_its_cache(shards, tmp_path):
     """moto's S3 on loopback (TLS, trainlab/data/loopback_s3.py), shards uploaded with the S3
     API, 2 epochs from s3://: every chunk is downloaded once into data.cache_dir and read

@@ -182,6 +182,7 @@ def test_train_then_eval_give_the_same_test_metric(tmp_path):
     assert (tmp_path / "e" / "run" / "metrics.json").exists()
 
 
+@pytest.mark.slow  # 48 s, most of it the feature table: make test-slow
 def test_default_train_runs_offline_as_a_subprocess(tmp_path):
     """`python train.py`, shortened, in a network namespace with no network at all."""
     if shutil.which("unshare") is None:
