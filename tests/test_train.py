@@ -371,3 +371,19 @@ def test_a_shortened_recipe_warns_that_its_last_epochs_are_not_validated(tmp_pat
         compose_cfg(tmp_path, ["experiment=ijepa_mnist", "trainer.max_epochs=3"])
     )
     assert "the last 3 epoch(s) are not validated" in caplog.text
+
+
+def test_preflight_leaves_the_runs_model_as_it_was_built(tmp_path):
+    """The model preflight puts a batch through is the run's own (built once): its weights,
+    buffers and modes are as built, and a classifier's train/acc counts no preflight image."""
+    from trainlab.run.checks.preflight import build_model, preflight
+
+    cfg = compose_cfg(tmp_path, ["experiment=digits_classifier"])
+    datamodule = hydra.utils.instantiate(cfg.data)
+    model = build_model(cfg)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    modes = [m.training for m in model.modules()]
+    preflight(cfg, datamodule, model)
+    assert [m.training for m in model.modules()] == modes
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert model.train_acc.update_count == 0

@@ -39,8 +39,12 @@ def first_batch(datamodule):
 
 
 def one_step(model, batch, seed: int) -> None:
-    """The method's loss on ``batch``, in eval mode, without gradients; every module's
-    mode is put back as it was."""
+    """The method's loss on ``batch``, in eval mode, without gradients. The model is the
+    run's: every module's mode is put back as it was, and the metrics a training step
+    updates (a classifier's train/acc) are reset, so the run's first epoch counts only its
+    own batches."""
+    from torchmetrics import Metric
+
     modes = {module: module.training for module in model.modules()}
     model.eval()
     try:
@@ -52,6 +56,8 @@ def one_step(model, batch, seed: int) -> None:
     finally:
         for module, training in modes.items():
             module.training = training
+            if isinstance(module, Metric):
+                module.reset()
 
 
 def built(key: str, node: DictConfig, **kwargs):
