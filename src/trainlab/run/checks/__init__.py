@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import hydra
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
@@ -75,8 +76,6 @@ def check(cfg: DictConfig) -> Accepted:
     rundir.refuse_writes_into_other_runs(cfg)
     refuse_multirun_under_torchrun()
     warn_resume_changes(cfg)
-    import hydra
-
     datamodule = hydra.utils.instantiate(cfg.data)
     datamodule.check()  # before the model: a missing data set costs one line, not minutes
     check_launch(cfg)  # before any process starts: devices, precision, strategy, comm hook
