@@ -8,7 +8,7 @@ true, and ``seed=1.5`` ran as seed 1. The type a key expects is the type of its 
 config composed without the command line's values (its groups and experiment kept): what the
 yaml files say. Keys whose value there is null, or that the command line adds (``+key``),
 have no type to hold to, and null is always taken; their classes' signatures are checked
-later (config_checks.py). So are Lightning's own nodes (LIGHTNING_NODES), whose arguments
+later (checks/config.py). So are Lightning's own nodes (LIGHTNING_NODES), whose arguments
 take several types (``trainer.devices=[0,2]``, ``trainer.limit_train_batches=0.5``).
 """
 
