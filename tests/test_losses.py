@@ -81,7 +81,7 @@ def test_dino_loss_is_the_cross_entropy_over_every_other_view():
         for i in range(2) for j in range(4) if j != i
     ]).mean()  # fmt: skip
     assert dino(student, targets) == pytest.approx(by_hand.item(), rel=1e-6)
-    for t in targets:  # distributions, and sharper than the student's at the same logits
+    for t in targets:  # a distribution over the prototypes per global view
         assert torch.allclose(t.sum(-1), torch.ones(8))
 
 
