@@ -7,6 +7,7 @@ import pytest
 import torch
 from conftest import compose_cfg
 
+from trainlab.networks.encoder import pooled_layers
 from trainlab.networks.heads import ProjectionHead
 from trainlab.networks.masks import step_generator
 
@@ -48,7 +49,7 @@ def test_the_teacher_is_evaluated_and_the_loss_trains_the_student_only(tmp_path)
     with torch.no_grad():  # the monitors read the teacher: equal weights, equal features
         model.target_encoder.blocks[0].mlp.fc1.weight.add_(1.0)
     image = torch.randn(4, 1, 16, 16)
-    teacher = torch.cat(model.target_encoder.pooled_layers(image, model.monitored_blocks), 1)
+    teacher = torch.cat(pooled_layers(model.target_encoder, image, model.monitored_blocks), 1)
     assert torch.equal(model.monitored_features(image), teacher)
 
 

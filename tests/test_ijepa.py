@@ -487,7 +487,7 @@ def test_invariance_adds_the_gap_between_pooled_context_and_pooled_target(tmp_pa
         without = model.loss(images, step_generator(0, 0, 0))[0]
         context = model.masks(len(images), step_generator(0, 0, 0)).context
         gap = torch.nn.functional.mse_loss(
-            model.encoder(images, context).mean(dim=1), model.target_encoder.pooled(images)
+            model.encoder(images, context).mean(dim=1), model.target_encoder(images)
         )
     assert gap > 1e-3
     torch.testing.assert_close(with_term - without, 2.0 * gap, rtol=1e-4, atol=1e-6)

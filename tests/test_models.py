@@ -27,10 +27,10 @@ def test_keeping_all_tokens_is_the_full_forward_and_positions_are_frozen():
     enc = ViTEncoder(img_size=32, patch_size=4, in_chans=1, size="vit_tiny", depth=2).eval()
     x = torch.randn(2, 1, 32, 32)
     everything = torch.arange(64).expand(2, 64)
-    assert torch.allclose(enc(x, everything), enc(x), atol=1e-5)
+    assert torch.allclose(enc(x, everything), enc.forward_features(x), atol=1e-5)
     assert enc(x, everything[:, :10]).shape == (2, 10, 192)
     assert not enc.pos_embed.requires_grad
-    assert enc.pooled(x).shape == (2, 192)
+    assert enc(x).shape == (2, 192)
 
 
 def test_the_cnn_patch_stem_keeps_each_token_to_its_own_patch():
@@ -41,7 +41,7 @@ def test_the_cnn_patch_stem_keeps_each_token_to_its_own_patch():
     y[0, 0, 6, 7] += 5  # the last row of patch 0, the first column of patch 1 (row-major)
     changed = (enc.patch_embed(y) - enc.patch_embed(x)).abs().sum(-1).flatten(1)  # (B, H, W)
     assert changed[0].nonzero().flatten().tolist() == [1] and not changed[1].any()
-    assert enc(x).shape == (2, 16, 192) and enc.grid == (4, 4)
+    assert enc.forward_features(x).shape == (2, 16, 192) and enc.grid == (4, 4)
 
 
 def test_the_cnn_patch_stem_as_matrices_computes_what_its_convolutions_compute():
@@ -163,6 +163,8 @@ def test_the_model_summary_counts_the_evaluation_forward_flops(cfg_factory):
     encoder = model.target_encoder
     tokens = encoder.num_patches
     patch_embedding = tokens * patch_embed_flops(encoder.patch_embed)
+    # setup() takes the example from the data module (image_size, in_chans) in a Trainer
+    model.example_input_array = torch.zeros(1, 1, 16, 16)
     summary = ModelSummary(model)
     assert summary.total_flops == blocks_flops(encoder.blocks, tokens) + patch_embedding
 

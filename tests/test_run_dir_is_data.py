@@ -96,7 +96,7 @@ def test_the_allow_list_is_derived_from_configs_and_refuses_other_code():
     )
     # this package's classes, not its functions: this one writes wherever it is told
     assert is_allowed("trainlab.networks.vit.ViTEncoder")
-    assert not is_allowed("trainlab.networks.weights.export_target_encoder")
+    assert not is_allowed("trainlab.networks.weights.export_encoder")
     # the class, not the path to it: a module's imports are not its classes
     assert not is_allowed("trainlab.run.run_dir.logging.FileHandler")
     assert not is_allowed("trainlab.run.run_dir.subprocess.Popen")
@@ -113,7 +113,7 @@ def planted_payloads(victim):
         "builtins.open": ("model.encoder", PAYLOADS["builtins.open"](victim)),
         "oc.create": ("data.extra", "${oc.create:{_target_: builtins.open, _args_: ['" + str(victim) + "', w]}}"),
         "oc.decode": ("data.extra", "${oc.decode:'{_target_: os.system, command: \": > " + str(victim) + "\"}'}"),
-        "a trainlab function": ("model.encoder", {"_target_": "trainlab.networks.weights.export_target_encoder", "ckpt": "x", "out": str(victim)}),
+        "a trainlab function": ("model.encoder", {"_target_": "trainlab.networks.weights.export_encoder", "ckpt": "x", "out": str(victim)}),
         "monitor:this": ("model.encoder", {"_target_": "${monitor:this}"}),
     }  # fmt: skip
 

@@ -19,7 +19,7 @@ from conftest import (
 from omegaconf import OmegaConf
 
 from trainlab.eval import evaluate
-from trainlab.networks.weights import ijepa_parts, read_state
+from trainlab.networks.weights import network_parts, read_state
 from trainlab.run.training import train
 from trainlab.utils.errors import DataError
 
@@ -275,8 +275,10 @@ def test_ijepa_eval_reproduces_the_online_evaluation(tmp_path):
         assert metrics[key] == pytest.approx(results["metrics"][key], rel=1e-4, abs=1e-6), key
     assert (tmp_path / "t" / "run" / "pictures" / "masks.png").exists()
     # A real checkpoint of this project is a valid model.init_from (read with weights_only=True).
-    parts = ijepa_parts(read_state(results["checkpoints"]["last"]))
-    assert set(parts) == {"encoder", "target_encoder", "predictor"}
+    parts = network_parts(read_state(results["checkpoints"]["last"]))
+    assert set(parts) == {"encoder", "target_encoder", "predictor", "evaluated"}
+    # I-JEPA rates its EMA target encoder: the checkpoint says so
+    assert parts["evaluated"] is parts["target_encoder"]
 
 
 @pytest.mark.slow

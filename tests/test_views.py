@@ -89,9 +89,9 @@ def test_the_encoder_takes_any_multiple_of_its_patch_on_its_own_call_path():
     encoder = ViTEncoder(img_size=16, patch_size=4, in_chans=1, size="vit_tiny", depth=1)
     image = torch.randn(2, 1, 16, 16)
     fixed = encoder.blocks(encoder.patch_embed(image).flatten(1, 2) + encoder.pos_embed)
-    assert torch.equal(encoder(image), encoder.norm(fixed))
-    assert encoder(torch.randn(2, 1, 8, 8)).shape == (2, 4, 192)
-    assert encoder.pooled(torch.randn(2, 1, 24, 24)).shape == (2, 192)
+    assert torch.equal(encoder.forward_features(image), encoder.norm(fixed))
+    assert encoder.forward_features(torch.randn(2, 1, 8, 8)).shape == (2, 4, 192)
+    assert encoder(torch.randn(2, 1, 24, 24)).shape == (2, 192)
     with pytest.raises(AssertionError, match="divisible by patch size"):
         encoder(torch.randn(2, 1, 10, 10))
 

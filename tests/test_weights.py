@@ -7,7 +7,7 @@ from timm.models.vision_transformer import VisionTransformer
 
 from trainlab.networks.patch_stem import patch_embed_layer
 from trainlab.networks.vit import ViTEncoder
-from trainlab.networks.weights import PREDICTOR_KEYS, export_target_encoder
+from trainlab.networks.weights import PREDICTOR_KEYS, export_encoder
 from trainlab.utils.errors import UserError
 
 
@@ -95,12 +95,12 @@ def test_timm_file_loads_into_both_encoders_and_export_round_trips(tmp_path):
     # Export the target encoder from a Lightning-style checkpoint; timm loads it strictly.
     ckpt = tmp_path / "last.ckpt"
     torch.save({"state_dict": model.state_dict()}, ckpt)
-    out = export_target_encoder(ckpt, tmp_path / "encoder.pth")
+    out = export_encoder(ckpt, tmp_path / "encoder.pth")
     enc = model.encoder
     size = enc.patch_embed.img_size[0]
     reference = timm_loads_strictly(out, enc)
     x = torch.randn(2, 1, size, size)
-    assert torch.allclose(reference.eval()(x), model.target_encoder.eval().pooled(x), atol=1e-5)
+    assert torch.allclose(reference.eval()(x), model.target_encoder.eval()(x), atol=1e-5)
 
 
 def test_an_encoder_with_a_cnn_stem_exports_to_timm_given_its_embed_layer(tmp_path):
@@ -112,10 +112,10 @@ def test_an_encoder_with_a_cnn_stem_exports_to_timm_given_its_embed_layer(tmp_pa
     torch.save(
         {"state_dict": {f"target_encoder.{k}": v for k, v in enc.state_dict().items()}}, ckpt
     )
-    out = export_target_encoder(ckpt, tmp_path / "encoder.pth")
+    out = export_encoder(ckpt, tmp_path / "encoder.pth")
     reference = timm_loads_strictly(out, enc, embed_layer=patch_embed_layer(8))
     x = torch.randn(2, 1, 28, 28)
-    assert torch.allclose(reference.eval()(x), enc.eval().pooled(x), atol=1e-5)
+    assert torch.allclose(reference.eval()(x), enc.eval()(x), atol=1e-5)
 
 
 def test_mismatched_weights_are_one_clear_error(tmp_path):

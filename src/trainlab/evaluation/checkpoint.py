@@ -9,7 +9,7 @@ from torch.utils.data import Dataset, Subset
 from trainlab.data.low_shot import labels_of
 from trainlab.evaluation.features import LOCAL, Extraction, encoder_views, pixel_views
 from trainlab.evaluation.protocol import Rating, rate
-from trainlab.networks.weights import ijepa_parts, load_into, read_state
+from trainlab.networks.weights import network_parts, load_into, read_state
 from trainlab.utils.console import print_jobs
 from trainlab.utils.errors import UserError
 from trainlab.utils.logging import get_logger
@@ -19,7 +19,7 @@ log = get_logger(__name__)
 
 def load_encoder(encoder_cfg: DictConfig, ckpt: str, part: str) -> torch.nn.Module:
     """The encoder of ``encoder_cfg``'s shape with ``part`` of the weights file ``ckpt``."""
-    parts = ijepa_parts(read_state(ckpt))
+    parts = network_parts(read_state(ckpt))
     if part not in parts:
         if "encoder" not in parts:
             raise UserError(f"{ckpt} holds no encoder weights (it has {', '.join(parts)})")

@@ -7,9 +7,9 @@ import torch
 from rich.progress import track
 from torch.utils.data import DataLoader, Dataset, Subset
 
+from trainlab.networks.encoder import pooled_layers, probe_layers
+
 Views = Callable[[torch.Tensor], dict[str, torch.Tensor]]
-#: The I-JEPA paper's probe reads the last 4 blocks (the online monitors read the same).
-PROBE_BLOCKS = 4
 
 
 def pixel_views(images: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -18,12 +18,13 @@ def pixel_views(images: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def encoder_views(encoder: torch.nn.Module) -> Views:
-    """Average-pooled tokens of the last block and of the last 4 blocks concatenated, each
-    after the encoder's final norm (the I-JEPA paper's probe features)."""
-    n = min(PROBE_BLOCKS, len(encoder.blocks))
+    """Average-pooled outputs of the last stage or block and of the last 4 concatenated,
+    the last after the encoder's final norm (the I-JEPA paper's probe features), of any
+    encoder of timm's contract (networks/encoder.py)."""
+    n = probe_layers(encoder)
 
     def views(images: torch.Tensor) -> dict[str, torch.Tensor]:
-        pooled = encoder.pooled_layers(images, n)
+        pooled = pooled_layers(encoder, images, n)
         return {"last": pooled[-1], f"last{n}": torch.cat(pooled, dim=1)}
 
     return views

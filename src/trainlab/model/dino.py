@@ -8,10 +8,10 @@ import torch
 
 from trainlab.losses.dino import DINOLoss
 from trainlab.model.self_supervised import SelfSupervised
+from trainlab.networks.encoder import pooled_and_layers
 from trainlab.networks.heads import ProjectionHead
 from trainlab.networks.running_mean import RunningMean
 from trainlab.networks.teacher import teacher_of
-from trainlab.networks.vit import ViTEncoder
 from trainlab.utils.ranges import Count, EmaSchedule, Momentum, NonNegative, Positive
 
 
@@ -31,7 +31,7 @@ class DINO(SelfSupervised):
 
     def __init__(
         self,
-        encoder: ViTEncoder,
+        encoder: torch.nn.Module,
         head,
         global_views: Count = 2,
         student_temp: Positive = 0.1,
@@ -42,7 +42,7 @@ class DINO(SelfSupervised):
         **base,
     ):
         super().__init__(encoder, ema=ema, **base)
-        self.head: ProjectionHead = head(in_dim=encoder.embed_dim)
+        self.head: ProjectionHead = head(in_dim=encoder.num_features)
         self.target_encoder = teacher_of(encoder)
         self.target_head = teacher_of(self.head)
         self.center = RunningMean(self.head.prototypes.out_features, center_momentum)
@@ -62,15 +62,15 @@ class DINO(SelfSupervised):
             )
         with torch.no_grad():
             self.target_encoder.eval()
-            # The first global view through the teacher once: its last block's pooled tokens
-            # (after the final norm: what ``pooled`` gives) feed the head, all of them the
-            # monitors (``monitored_features``, as the evaluated network is the teacher).
-            layers = self.target_encoder.pooled_layers(views[0], self.monitored_blocks)
+            # The first global view through the teacher once: its pooled output feeds the
+            # head, its last layers the monitors (``monitored_features``: the evaluated
+            # network is the teacher).
+            first, layers = pooled_and_layers(self.target_encoder, views[0], self.monitored_blocks)
             features = torch.cat(layers, dim=1)
-            pooled = [layers[-1], *(self.target_encoder.pooled(v) for v in views[1:g])]
+            pooled = [first, *(self.target_encoder(v) for v in views[1:g])]
             teacher = [self.target_head(p) for p in pooled]
             targets = self.criterion.targets(teacher, self.center.value)
-        student = [self.head(self.encoder.pooled(v)) for v in views]
+        student = [self.head(self.encoder(v)) for v in views]
         loss = self.criterion(student, targets)
         if self.training:
             self._teacher_batch = torch.cat(teacher)

@@ -16,7 +16,7 @@ from trainlab.networks.predictor import Predictor
 from trainlab.networks.target_norm import TARGET_NORMS
 from trainlab.networks.teacher import teacher_of
 from trainlab.networks.vit import ViTEncoder, gather_tokens
-from trainlab.networks.weights import ijepa_parts, load_into, read_state
+from trainlab.networks.weights import network_parts, load_into, read_state
 from trainlab.utils.ranges import Count, EmaSchedule
 
 
@@ -37,6 +37,8 @@ class IJEPA(SelfSupervised):
     #: compile=true compiles these too: the target encoder's forward_intermediates is not
     #: its forward, which is all that compiling the network covers (model/compile.py).
     compiled_methods = ("targets",)
+    #: The paper evaluates the EMA target encoder.
+    evaluated = "target_encoder"
 
     def __init__(
         self,
@@ -64,17 +66,14 @@ class IJEPA(SelfSupervised):
 
     def load_weights(self, path: str) -> None:
         """Start from an official I-JEPA, timm ``*_ijepa`` or trainlab checkpoint."""
-        for name, state in ijepa_parts(read_state(path)).items():
-            load_into(getattr(self, name), state, name)
+        for name, state in network_parts(read_state(path)).items():
+            if name != "evaluated":
+                load_into(getattr(self, name), state, name)
 
     @property
     def static_shapes(self) -> int:
         """How many step shapes the masks allow (0: unbounded), for compile=true."""
         return self.masks.fixed_shapes or 0
-
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        """The evaluation representation: the target encoder's average-pooled features."""
-        return self.target_encoder.pooled(images)
 
     def train(self, mode: bool = True):
         """The target encoder always runs as in evaluation, so stochastic depth

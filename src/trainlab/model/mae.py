@@ -46,5 +46,5 @@ class MAE(SelfSupervised):
         target = gather_tokens(patchify(images, self.patch), targets[:, 0])
         loss = self.criterion(pred, target)
         with torch.no_grad():  # the monitors see whole images, as the evaluation does
-            features = torch.cat(self.encoder.pooled_layers(images, self.monitored_blocks), 1)
+            features = self.monitored_features(images)
         return loss, features

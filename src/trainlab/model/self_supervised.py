@@ -12,11 +12,15 @@ The base owns:
   are the same on every rank, worker count and resume; evaluation uses epoch -1 (fixed masks).
 
 Conventions the rest of the template relies on:
-- ``encoder``: the network that probing, fine-tuning and export read (a ``ViTEncoder``);
+- ``encoder``: any encoder of timm's contract (networks/encoder.py): a timm model or the
+  project's ViT, read only through that contract;
+- ``evaluated``: the network that the monitors, the evaluation forward, the end-of-run table,
+  eval.py, export, the probe and fine-tuning read (saved in every checkpoint);
 - ``forward(images)`` returns the pooled evaluation features;
 - ``loss`` returns as ``features`` the average-pooled outputs of the last
-  ``monitored_blocks`` blocks, concatenated (``encoder.pooled_layers``): the frozen
+  ``monitored_blocks`` stages or blocks, concatenated (``pooled_layers``): the frozen
   protocol's ``last4`` view, the one its linear probe chooses, so the monitors agree with it;
+- ``owned_buffers``: state the method moves itself (a queue, a centre): DDP never broadcasts it;
 - for masked methods, a ``masks`` generator of ``(batch_size, generator)``: the mask picture
   draws it with the run's seed (``run_seed()``, the one way a seed reaches a module);
 - attribute names ``encoder`` / ``target_encoder`` / ``predictor``: networks/weights.py maps
@@ -28,14 +32,14 @@ from typing import Literal
 import lightning as L
 import torch
 from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy
-from torch.nn.parallel import DistributedDataParallel
 
-from trainlab.evaluation.features import PROBE_BLOCKS
 from trainlab.evaluation.online import OnlineEvaluator
+from trainlab.networks.encoder import layer_widths, pooled_layers, probe_layers
 from trainlab.networks.masks import step_generator
 from trainlab.optim.fused import fused_by_default
 from trainlab.optim.param_groups import decay_groups
 from trainlab.optim.schedules import cosine, linear, warmup_cosine, warmup_steps
+from trainlab.utils.ddp_buffers import keep_out_of_buffer_broadcast
 from trainlab.utils.ranges import (
     Count,
     DecaySchedule,
@@ -76,6 +80,12 @@ class SelfSupervised(L.LightningModule):
     #: teacher ("target_encoder", the name weight export, eval.py and the end-of-run table
     #: read first).
     evaluated: str = "encoder"
+    #: Buffers the method moves itself (a queue, a centre), equal on every rank by
+    #: construction: DDP never broadcasts them (``setup``).
+    owned_buffers: tuple[str, ...] = ()
+    #: How a target network's buffers (BatchNorm's running statistics) follow its online
+    #: network after every optimizer step: ``copy`` them, or ``average`` them with the EMA.
+    target_buffers: Literal["copy", "average"] = "copy"
 
     def __init__(
         self,
@@ -100,24 +110,14 @@ class SelfSupervised(L.LightningModule):
         self.encoder = encoder
         # One blank image: Lightning's model summary runs forward on it for its FLOPs column
         # (the evaluation forward, per image; RunStats counts the training steps' FLOPs).
-        self.example_input_array = torch.zeros(
-            1, encoder.patch_embed.proj.in_channels, *encoder.patch_embed.img_size
-        )
-        #: How many last blocks the monitors' features pool (the protocol's last4 view).
-        self.monitored_blocks = min(PROBE_BLOCKS, len(encoder.blocks))
+        #: How many last stages or blocks the monitors' features pool (the protocol's last4).
+        self.monitored_blocks = probe_layers(encoder)
         self.online = OnlineEvaluator(
-            encoder.embed_dim * self.monitored_blocks,
+            sum(layer_widths(encoder, self.monitored_blocks)),
             num_classes,
             knn_k=knn_k,
             bank_size=bank_size,
             probe_weight_decay=probe_weight_decay,
-        )
-        # DDP broadcasts every buffer from rank 0 before each forward (broadcast_buffers, on
-        # by default for BatchNorm's statistics). The monitors' bank is equal on every rank
-        # by construction (each enqueues every rank's gathered features) and is 335 MB at
-        # experiment=ijepa: DDP leaves it alone. torch's own way to exempt a module's state.
-        DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
-            self, [f"online.{name}" for name, _ in self.online.named_buffers()]
         )
 
     # -- what a method defines -----------------------------------------------------------
@@ -142,17 +142,40 @@ class SelfSupervised(L.LightningModule):
         """The monitors' features of a batch (B, monitored_blocks * D): the last blocks of the
         evaluated network, average-pooled and concatenated."""
         network = getattr(self, self.evaluated)
-        return torch.cat(network.pooled_layers(images, self.monitored_blocks), dim=1)
+        return torch.cat(pooled_layers(network, images, self.monitored_blocks), dim=1)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """The evaluation representation: average-pooled features of the evaluated network."""
-        return getattr(self, self.evaluated).pooled(images)
+        return getattr(self, self.evaluated)(images)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # Which network export, eval.py, the probe and fine-tuning read, without the class.
+        checkpoint["evaluated"] = self.evaluated
+
+    def equal_on_every_rank(self) -> list[str]:
+        """Buffers that every rank computes alike: the method's own, the monitors' bank (each
+        rank enqueues every rank's gathered features) and BatchNorm statistics of the global
+        batch. DDP would broadcast them from rank 0 before every forward (broadcast_buffers,
+        on by default for per-rank BatchNorm): 335 MB a step for the bank at experiment=ijepa."""
+        names = [f"online.{name}" for name, _ in self.online.named_buffers()]
+        names += [name for name in self.owned_buffers]
+        for prefix, module in self.named_modules():
+            if isinstance(module, torch.nn.SyncBatchNorm):  # GlobalBatchNorm2d too
+                names += [f"{prefix}.{name}" for name, _ in module.named_buffers(recurse=False)]
+        return names
 
     def ema_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
         """(target, online) networks: target <- EMA of online after every optimizer step."""
         return []
 
     def setup(self, stage: str) -> None:
+        datamodule = self.trainer.datamodule
+        if datamodule is not None and hasattr(datamodule, "image_size"):
+            # One blank image: Lightning's model summary runs forward on it for its FLOPs
+            # column (the evaluation forward, per image; RunStats counts the steps' FLOPs).
+            size = datamodule.image_size
+            self.example_input_array = torch.zeros(1, datamodule.in_chans, size, size)
+        keep_out_of_buffer_broadcast(self, self.equal_on_every_rank())
         # Under FSDP the summary's forward meets sharded parameters next to plain tensors and
         # fails (FSDP2: "mixed torch.Tensor and DTensor"): no example, no FLOPs column there.
         if isinstance(self.trainer.strategy, (ModelParallelStrategy, FSDPStrategy)):
@@ -196,7 +219,8 @@ class SelfSupervised(L.LightningModule):
             n = int(self.all_gather(torch.tensor(len(seen), device=seen.device)).min())
             gathered = self.all_gather(seen[:n]).reshape(-1, seen.shape[-1])
             # RankMe and feat_std of the embedding itself: the last block's part of the view.
-            embedding = gathered[:, -self.encoder.embed_dim :]
+            width = layer_widths(getattr(self, self.evaluated), 1)[0]
+            embedding = gathered[:, -width:]
             for name, value in self.online.collapse_stats(embedding).items():
                 # Equal on every rank (gathered features): sync_dist only says so to Lightning.
                 self.log(f"{stage}/{name}", value, sync_dist=True)
@@ -271,3 +295,9 @@ class SelfSupervised(L.LightningModule):
             target = [p for p in target_net.parameters() if p.dtype.is_floating_point]
             online = [p for p in online_net.parameters() if p.dtype.is_floating_point]
             torch._foreach_lerp_(target, online, 1.0 - momentum)
+            # A teacher runs in eval mode, so its BatchNorm never moves its own statistics.
+            for t, o in zip(target_net.buffers(), online_net.buffers(), strict=True):
+                if self.target_buffers == "average" and t.dtype.is_floating_point:
+                    t.lerp_(o, 1.0 - momentum)
+                else:
+                    t.copy_(o)

@@ -6,8 +6,8 @@ import torch
 
 from trainlab.losses.vicreg import VICRegLoss
 from trainlab.model.self_supervised import SelfSupervised
+from trainlab.networks.encoder import pooled_and_layers
 from trainlab.networks.gather import gather_batch
-from trainlab.networks.vit import ViTEncoder
 from trainlab.utils.ranges import NonNegative
 
 
@@ -21,7 +21,7 @@ class VICReg(SelfSupervised):
 
     def __init__(
         self,
-        encoder: ViTEncoder,
+        encoder: torch.nn.Module,
         expander,
         invariance: NonNegative = 25.0,
         variance: NonNegative = 25.0,
@@ -29,7 +29,7 @@ class VICReg(SelfSupervised):
         **base,
     ):
         super().__init__(encoder, **base)
-        self.expander = expander(in_dim=encoder.embed_dim)
+        self.expander = expander(in_dim=encoder.num_features)
         self.criterion = VICRegLoss(invariance, variance, covariance)
 
     def loss(self, views, generator: torch.Generator):
@@ -38,10 +38,10 @@ class VICReg(SelfSupervised):
             raise ValueError(
                 f"VICReg reads 2 views an image, not {got}: give data.views two recipes"
             )
-        layers = self.encoder.pooled_layers(views[0], self.monitored_blocks)
+        pooled, layers = pooled_and_layers(self.encoder, views[0], self.monitored_blocks)
         features = torch.cat(layers, dim=1)
-        z1 = gather_batch(self.expander(layers[-1]))  # the last block, after the final norm
-        z2 = gather_batch(self.expander(self.encoder.pooled(views[1])))
+        z1 = gather_batch(self.expander(pooled))
+        z2 = gather_batch(self.expander(self.encoder(views[1])))
         loss, terms = self.criterion(z1, z2)
         if self.training:
             self.log_numbers({f"train/{k}": v.detach() for k, v in terms.items()})

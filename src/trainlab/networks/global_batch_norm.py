@@ -1,13 +1,14 @@
-"""BatchNorm over the global batch, from batch statistics alone: DINO's head under DDP.
+"""BatchNorm over the global batch, on every backend: DINO's head and a CNN encoder under DDP.
 
 Per-rank BatchNorm statistics make 2 ranks of half a batch differ from one process on the
-whole batch. torch's SyncBatchNorm fixes that on GPUs only (it does not run on CPUs) and keeps
-running statistics; this one gathers every rank's rows (``gather_batch``, with gradients) on
-any backend and keeps none, so a forward moves no state and student and teacher normalise
-alike in train and eval mode. Written here: lightly's and timm's heads use SyncBatchNorm.
+whole batch. torch's SyncBatchNorm fixes that on GPUs only (it refuses CPU tensors), so these
+gather every rank's rows (``gather_batch``, with gradients) where SyncBatchNorm cannot.
+Written here: lightly's and timm's heads use SyncBatchNorm, which gloo ranks cannot run.
 """
 
 import torch
+import torch.distributed as dist
+import torch.nn.functional as F
 from torch import nn
 
 from trainlab.networks.gather import gather_batch
@@ -15,7 +16,9 @@ from trainlab.networks.gather import gather_batch
 
 class GlobalBatchNorm1d(nn.BatchNorm1d):
     """(B, dim): each feature standardised over every rank's batch, then scaled and shifted
-    (``weight``, ``bias``: the state dict of ``BatchNorm1d(dim, track_running_stats=False)``)."""
+    (``weight``, ``bias``: the state dict of ``BatchNorm1d(dim, track_running_stats=False)``).
+    It keeps no running statistics, so a forward moves no state and student and teacher
+    normalise alike in train and eval mode."""
 
     def __init__(self, dim: int):
         super().__init__(dim, track_running_stats=False)
@@ -24,3 +27,25 @@ class GlobalBatchNorm1d(nn.BatchNorm1d):
         batch = gather_batch(x)
         mean, var = batch.mean(dim=0), batch.var(dim=0, unbiased=False)
         return (x - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias
+
+
+class GlobalBatchNorm2d(nn.SyncBatchNorm):
+    """A ``BatchNorm2d`` (its state dict, running statistics and eval behaviour: an exported
+    encoder loads into timm's own model) whose training statistics are the global batch's:
+    torch's SyncBatchNorm on GPUs; on CPU ranks the global batch gathered and normalised as
+    one process would (same statistics, same running averages), each rank keeping its rows.
+    Pass as a timm encoder's ``norm_layer`` (configs/model/encoder/resnet.yaml)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ranks = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+        if not (self.training and ranks > 1 and x.device.type == "cpu"):
+            return super().forward(x)  # one process, evaluation, or SyncBatchNorm's devices
+        batch = gather_batch(x)
+        if self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+        out = F.batch_norm(
+            batch, self.running_mean, self.running_var, self.weight, self.bias,
+            training=True, momentum=self.momentum, eps=self.eps,
+        )  # fmt: skip
+        rank = dist.get_rank()
+        return out[rank * len(x) : (rank + 1) * len(x)]

@@ -119,17 +119,12 @@ class ViTEncoder(VisionTransformer):
         return self.norm(x)
 
     def forward(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
-        """Token features (B, K or N, D); ``pooled`` gives one vector per image."""
-        return self.forward_features(x, keep)
+        """timm's contract (networks/encoder.py): one average-pooled vector per image (B, D).
+        With ``keep``, the kept tokens themselves (B, K, D): I-JEPA's and MAE's context."""
+        tokens = self.forward_features(x, keep)
+        return tokens if keep is not None else tokens.mean(dim=1)
 
-    def pooled(self, x: torch.Tensor) -> torch.Tensor:
-        """Average-pooled features of the full image (B, D): the evaluation representation."""
-        return self(x).mean(dim=1)  # through __call__: FSDP gathers parameters in its hooks
-
-    def pooled_layers(self, x: torch.Tensor, n: int) -> list[torch.Tensor]:
-        """Average-pooled tokens (B, D) of each of the last ``n`` blocks, each after the final
-        norm (the I-JEPA paper's probe features), from timm's ``forward_intermediates``."""
-        layers = self.forward_intermediates(
-            x, indices=n, norm=True, intermediates_only=True, output_fmt="NLC"
-        )
-        return [tokens.mean(dim=1) for tokens in layers]
+    def forward_intermediates(self, x: torch.Tensor, indices=None, output_fmt="NLC", **kwargs):
+        """timm's, with tokens (NLC) by default instead of a grid: the layout this encoder
+        computes in, so pooling them averages the tokens as the final pooling does."""
+        return super().forward_intermediates(x, indices, output_fmt=output_fmt, **kwargs)

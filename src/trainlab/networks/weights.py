@@ -80,37 +80,47 @@ def rename(state: dict, rules) -> dict:
     return out
 
 
-def ijepa_parts(state: dict) -> dict[str, dict]:
-    """Split a weights file into {encoder, target_encoder, predictor} state dicts in our names.
+def network_parts(state: dict) -> dict[str, dict]:
+    """Split a weights file into {encoder, target_encoder, predictor, evaluated} state dicts
+    in our names; ``evaluated`` is the network the method rates (SelfSupervised.evaluated).
 
     Accepts the official I-JEPA checkpoint (dicts under 'encoder', 'predictor',
-    'target_encoder', keys with or without 'module.'), a timm ``*_ijepa`` encoder state dict
-    (loaded into both encoders), and a Lightning checkpoint of this project: I-JEPA's, or a
+    'target_encoder', keys with or without 'module.'), a timm encoder state dict (any family:
+    loaded into both encoders), and a Lightning checkpoint of this project: a method's, or a
     classifier's, whose encoder is rated.
     """
     if "state_dict" in state:  # a trainlab Lightning checkpoint
         sd = state["state_dict"]
         # a classifier (supervised, probe or fine-tune) keeps its encoder under net.encoder
-        prefixes = {"encoder": "net.encoder" if "net.encoder.pos_embed" in sd else "encoder"}
+        classifier = any(k.startswith("net.encoder.") for k in sd)
+        prefixes = {"encoder": "net.encoder" if classifier else "encoder"}
         prefixes |= {"target_encoder": "target_encoder", "predictor": "predictor"}
         parts = {
             name: {k[len(p) + 1 :]: v for k, v in sd.items() if k.startswith(p + ".")}
             for name, p in prefixes.items()
         }
-        return {k: v for k, v in parts.items() if v}
+        parts = {k: v for k, v in parts.items() if v}
+        # Saved by SelfSupervised; older checkpoints: the target if there is one.
+        evaluated = state.get("evaluated") or (
+            "target_encoder" if "target_encoder" in parts else "encoder"
+        )
+        if evaluated in parts:
+            parts["evaluated"] = parts[evaluated]
+        return parts
     if "encoder" in state and isinstance(state["encoder"], dict):
         parts = {"encoder": strip_prefix(state["encoder"])}
         if "target_encoder" in state:
             parts["target_encoder"] = strip_prefix(state["target_encoder"])
         if "predictor" in state:
             parts["predictor"] = rename(strip_prefix(state["predictor"]), PREDICTOR_KEYS)
+        parts["evaluated"] = parts.get("target_encoder", parts["encoder"])
         return parts
     encoder = strip_prefix(state)
-    if "pos_embed" not in encoder or not any(k.startswith("blocks.") for k in encoder):
+    if not encoder or not all(isinstance(v, torch.Tensor) for v in encoder.values()):
         raise UserError(
             "unrecognised weights file: expected an I-JEPA, timm or trainlab checkpoint"
         )
-    return {"encoder": encoder, "target_encoder": encoder}
+    return {"encoder": encoder, "target_encoder": encoder, "evaluated": encoder}
 
 
 def load_into(module: torch.nn.Module, state: dict, what: str) -> None:
@@ -121,16 +131,19 @@ def load_into(module: torch.nn.Module, state: dict, what: str) -> None:
         first = str(e).splitlines()[1].strip() if len(str(e).splitlines()) > 1 else str(e)
         raise UserError(
             f"the {what} weights do not fit the configured model ({first}): "
-            f"set model.encoder.size/patch_size/img_size to the checkpoint's"
+            "give model.encoder the checkpoint's family and shape (configs/model/encoder/)"
         ) from None
 
 
-def export_target_encoder(ckpt_path: str | Path, out_path: str | Path) -> Path:
-    """Write the target encoder of a trainlab checkpoint as a timm-loadable state dict."""
+def export_encoder(ckpt_path: str | Path, out_path: str | Path, part: str = "evaluated") -> Path:
+    """Write the ``evaluated`` network (or ``part``) of a trainlab checkpoint as a state dict
+    that the timm model of its config loads as it is."""
     state = read_state(ckpt_path)
-    encoder = ijepa_parts(state).get("target_encoder")
+    parts = network_parts(state)
+    encoder = parts.get(part)
     if not encoder:
-        raise UserError(f"{ckpt_path} holds no target_encoder weights")
+        have = ", ".join(k for k in parts if k != "evaluated") or "none"
+        raise UserError(f"{ckpt_path} holds no {part} weights (it has {have})")
     out_path = Path(out_path)
     partial = out_path.with_name(f".{out_path.name}.partial")  # renamed over: never half a file
     if out_path.suffix == ".safetensors":

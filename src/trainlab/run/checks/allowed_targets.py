@@ -32,7 +32,7 @@ DISK_RESOLVERS = frozenset(
 
 def is_allowed(target: str) -> bool:
     """Named in configs/, or a class of this package. Not any function of it: one such as
-    ``export_target_encoder(ckpt, out)`` writes wherever its arguments say."""
+    ``export_encoder(ckpt, out)`` writes wherever its arguments say."""
     return target in configured_targets() or defines_class(target)
 
 
