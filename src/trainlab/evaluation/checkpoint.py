@@ -9,7 +9,7 @@ from torch.utils.data import Dataset, Subset
 from trainlab.data.low_shot import labels_of
 from trainlab.evaluation.features import LOCAL, Extraction, encoder_views, pixel_views
 from trainlab.evaluation.protocol import Rating, rate
-from trainlab.networks.weights import network_parts, load_into, read_state
+from trainlab.networks.weights import load_into, network_parts, read_state
 from trainlab.utils.console import print_jobs
 from trainlab.utils.errors import UserError
 from trainlab.utils.logging import get_logger

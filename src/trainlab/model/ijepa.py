@@ -16,7 +16,7 @@ from trainlab.networks.predictor import Predictor
 from trainlab.networks.target_norm import TARGET_NORMS
 from trainlab.networks.teacher import teacher_of
 from trainlab.networks.vit import ViTEncoder, gather_tokens
-from trainlab.networks.weights import network_parts, load_into, read_state
+from trainlab.networks.weights import load_into, network_parts, read_state
 from trainlab.utils.ranges import Count, EmaSchedule
 
 

@@ -14,7 +14,7 @@ from timm.models import group_parameters
 from torch import nn
 
 from trainlab.networks.encoder import layer_widths, pooled_layers, probe_layers
-from trainlab.networks.weights import network_parts, load_into, read_state
+from trainlab.networks.weights import load_into, network_parts, read_state
 from trainlab.utils.errors import UserError
 from trainlab.utils.ranges import Count
 
