@@ -7,7 +7,8 @@ method inherits these tests by adding its experiment (README: "Add a self-superv
   state ``update_state()`` moves (a centre), equal on both ranks. One 2-process job for all.
 - SIGTERM, then ``resume=true``: per-step losses bitwise equal to an uninterrupted run (slow).
 - ``train.py`` on 2 CPU ranks: no warning, no Lightning "recommended" line, no traceback on
-  the console, and equal parameters and buffers on both ranks (RankConsistency) (slow).
+  the console, equal parameters and buffers on both ranks (RankConsistency), and no buffer
+  broadcast by DDP in a profiled step (slow).
 """
 
 import json
@@ -179,12 +180,18 @@ RANK_CONSISTENCY = (
 def test_two_ranks_through_train_py_keep_a_clean_console_and_equal_state(experiment, tmp_path):
     result = run_cli(
         "train.py", f"experiment={experiment}", "trainer.accelerator=cpu", "trainer.devices=2",
-        *SHORT, "trainer.max_epochs=1", RANK_CONSISTENCY, f"paths.log_dir={tmp_path}",
-        "run_name=two", cwd=tmp_path, timeout=400,
+        *SHORT, "trainer.max_epochs=1", "trainer.limit_train_batches=5", RANK_CONSISTENCY,
+        f"paths.log_dir={tmp_path}", "run_name=two", cwd=tmp_path, timeout=400,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     console = result.stdout + result.stderr
     for word in ("Warning", "warn", "recommended", "Traceback"):
         assert word not in console, console[-3000:]
-    report = json.loads((tmp_path / "train" / "runs" / "two" / "rank_consistency.json").read_text())
+    run_dir = tmp_path / "train" / "runs" / "two"
+    report = json.loads((run_dir / "rank_consistency.json").read_text())
     assert report["world_size"] == 2 and report["consistent"], report
+    # Step 3, profiled (CommCounter): DDP broadcast no buffer (a centre, a queue, the
+    # monitors' bank, global BatchNorm statistics), all equal on every rank by construction.
+    run = json.loads((run_dir / "metrics.json").read_text())["run"]
+    assert run["comm_measured_at_step"] == 3, run
+    assert "broadcast" not in run["other_comm_collectives_per_step"], run

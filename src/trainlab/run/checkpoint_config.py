@@ -12,8 +12,9 @@ from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
 
-# What the weights fix: the encoder's architecture and the input it was trained on.
-ENCODER_SHAPE = ("patch_size", "size", "depth", "init_values", "stem_width")
+# What the weights fix: the encoder's family and architecture (every key of its node but
+# these, which only training sets) and the input it was trained on.
+TRAINING_ONLY = ("drop_path_rate", "grad_checkpointing")
 INPUT_FORMAT = ("image_size", "in_chans", "mean", "std")
 
 
@@ -50,8 +51,9 @@ def copy_unless_given(dst, src, keys, given: set[str], prefix: str) -> list[str]
 
 
 def adopt_encoder_shape(cfg: DictConfig, given: list[str]) -> None:
-    """A classifier with an encoder net and ``model.init_from`` set: copy the encoder shape
-    and input format from the checkpoint's run, except keys given on the command line."""
+    """A classifier with an encoder net and ``model.init_from`` set: copy the encoder (its
+    family, from configs/model/encoder/, and shape) and input format from the checkpoint's
+    run, except keys given on the command line."""
     init_from = OmegaConf.select(cfg, "model.init_from")
     encoder = OmegaConf.select(cfg, "model.net.encoder")
     if not init_from or encoder is None:
@@ -66,7 +68,13 @@ def adopt_encoder_shape(cfg: DictConfig, given: list[str]) -> None:
         return
     given_keys = {o.split("=", 1)[0].lstrip("+~") for o in given}
     with open_dict(cfg):
-        changed = copy_unless_given(encoder, source, ENCODER_SHAPE, given_keys, "model.net.encoder")
+        if source.get("_target_") != encoder.get("_target_"):  # another family: its node whole
+            kept = {k: encoder[k] for k in TRAINING_ONLY if k in encoder and k in source}
+            cfg.model.net.encoder = OmegaConf.merge(source, kept)
+            encoder = cfg.model.net.encoder
+            log.info(f"the encoder is the checkpoint's: {source.get('_target_')}")
+        shape = [k for k in source if k not in TRAINING_ONLY and k != "_target_"]
+        changed = copy_unless_given(encoder, source, shape, given_keys, "model.net.encoder")
         changed += copy_unless_given(cfg.data, run.data, INPUT_FORMAT, given_keys, "data")
     if changed:
         log.info(f"from the checkpoint's run ({config_path(init_from)}): {', '.join(changed)}")

@@ -1,0 +1,157 @@
+"""Any timm encoder behind timm's own contract (networks/encoder.py): a ResNet and a ConvNeXt
+train, are monitored, rated, exported into timm and probed like the project's ViT; their
+BatchNorm is the global batch's and a teacher's statistics follow its student."""
+
+import json
+
+import pytest
+import timm
+import torch
+from conftest import compose_cfg, run_in_process
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+import trainlab.commands
+from trainlab.evaluation.features import encoder_views
+from trainlab.networks.encoder import layer_widths, pooled_and_layers, pooled_layers
+from trainlab.networks.encoder_classifier import EncoderClassifier
+from trainlab.networks.global_batch_norm import GlobalBatchNorm2d
+from trainlab.networks.masks import step_generator
+from trainlab.networks.vit import ViTEncoder
+from trainlab.networks.weights import export_encoder
+from trainlab.utils.ddp_buffers import keep_out_of_buffer_broadcast
+
+FAMILIES = ["resnet", "convnext"]
+
+
+def model_of(tmp_path, experiment: str, encoder: str | None = None):
+    overrides = [f"experiment={experiment}"] + ([f"model/encoder={encoder}"] if encoder else [])
+    cfg = compose_cfg(tmp_path, overrides)
+    torch.manual_seed(0)
+    return instantiate(cfg.model), cfg
+
+
+def views(cfg, batch: int = 8):
+    g = torch.Generator().manual_seed(1)
+    return [torch.randn(batch, 1, cfg.data.image_size, cfg.data.image_size, generator=g) for _ in cfg.data.views]  # fmt: skip
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_timm_encoder_is_read_through_timms_api_alone(tmp_path, family):
+    """The monitors' features are the last 4 stages pooled (widths from feature_info), the
+    pooled forward is timm's, and one forward gives both as two would."""
+    model, cfg = model_of(tmp_path, "vicreg_digits_resnet", family)
+    encoder = model.encoder.eval()
+    x = torch.randn(3, 1, 32, 32)
+    widths = layer_widths(encoder, 4)
+    assert widths == [i["num_chs"] for i in encoder.feature_info[-4:]]
+    assert model.monitored_features(x).shape == (3, sum(widths))
+    pooled, layers = pooled_and_layers(encoder, x, 4)
+    assert torch.allclose(pooled, encoder(x), atol=1e-5)
+    for a, b in zip(layers, pooled_layers(encoder, x, 4), strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+    assert encoder(x).shape == (3, encoder.num_features)
+    got = encoder_views(encoder)(x)
+    assert got["last"].shape == (3, widths[-1]) and got["last4"].shape == (3, sum(widths))
+
+
+def test_a_teachers_batchnorm_statistics_follow_its_student(tmp_path):
+    """A teacher runs in eval mode, so its own BatchNorm never moves: after the EMA step it
+    holds the student's statistics (``target_buffers = "copy"``), or their average."""
+    model, cfg = model_of(tmp_path, "dino_digits_resnet")
+    model.train()
+    batch_norms = [m for m in model.target_encoder.modules() if isinstance(m, GlobalBatchNorm2d)]
+    assert batch_norms and all(int(m.num_batches_tracked) == 0 for m in batch_norms)
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01)
+    for step in range(3):
+        loss, _ = model.loss(views(cfg), step_generator(0, 0, step))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        model.update_state()
+        model.update_target(0.9)
+    teacher, student = model.target_encoder.bn1, model.encoder.bn1
+    assert int(teacher.num_batches_tracked) == int(student.num_batches_tracked) > 0
+    assert teacher.running_mean.abs().sum() > 0
+    assert torch.equal(teacher.running_var, student.running_var)
+    before = teacher.running_mean.clone()
+    model.target_buffers = "average"
+    with torch.no_grad():
+        model.encoder.bn1.running_mean.add_(1.0)
+    model.update_target(0.75)
+    assert torch.allclose(teacher.running_mean, before + 0.25, atol=1e-6)
+
+
+@pytest.mark.parametrize("experiment", ["vicreg_digits_resnet", "dino_digits_resnet"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_export_writes_the_evaluated_network_that_timm_loads_as_it_is(tmp_path, experiment, family):
+    """VICReg's encoder, DINO's teacher: the checkpoint names it, export writes it, and
+    ``timm.create_model(name, num_classes=0, in_chans=1)`` loads it strictly and computes
+    what the run's network computes."""
+    model, cfg = model_of(tmp_path, experiment, family)
+    with torch.no_grad():  # a teacher unlike its student, so a wrong pick shows
+        for p in model.encoder.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    ckpt = tmp_path / "last.ckpt"
+    checkpoint = {"state_dict": model.state_dict()}
+    model.on_save_checkpoint(checkpoint)
+    torch.save(checkpoint, ckpt)
+    out = export_encoder(ckpt, tmp_path / "encoder.safetensors")
+    name = cfg.model.encoder.model_name
+    timm_model = timm.create_model(
+        name, num_classes=0, in_chans=1, pretrained=True, pretrained_cfg_overlay={"file": str(out)}
+    ).eval()
+    evaluated = getattr(model, model.evaluated).eval()
+    x = torch.randn(2, 1, 32, 32)
+    assert torch.allclose(timm_model(x), evaluated(x), atol=1e-5)
+    assert torch.allclose(model.eval()(x), evaluated(x))  # the evaluation forward reads it too
+
+
+def test_a_probe_reads_any_family_and_decays_by_timms_layer_groups():
+    torch.manual_seed(0)
+    net = EncoderClassifier(timm.create_model("resnet18", num_classes=0, in_chans=1), 10,
+                            pooling="avg_last4", freeze_encoder=True, head_norm=True)  # fmt: skip
+    assert net.feature_dim == 64 + 128 + 256 + 512
+    assert net(torch.randn(4, 1, 32, 32)).shape == (4, 10)
+    ids = {n: net.layer_id(n) for n, _ in net.named_parameters()}
+    assert ids["encoder.conv1.weight"] == 0 and ids["head.1.weight"] == max(ids.values())
+    assert ids["encoder.layer4.1.conv2.weight"] > ids["encoder.layer1.0.conv1.weight"]
+    vit = EncoderClassifier(ViTEncoder(img_size=16, patch_size=4, in_chans=1, size="vit_tiny",
+                                       depth=4), 10)  # fmt: skip
+    vit_ids = {n: vit.layer_id(n) for n, _ in vit.named_parameters()}
+    assert vit_ids["encoder.patch_embed.proj.weight"] == 0
+    assert vit_ids["encoder.blocks.2.attn.qkv.weight"] == 3 and vit_ids["head.1.weight"] == 5
+
+
+def test_buffers_kept_from_ddps_broadcast_add_to_the_list():
+    module = torch.nn.Module()
+    module._ddp_params_and_buffers_to_ignore = ["a.x"]
+    keep_out_of_buffer_broadcast(module, ["b.y"])
+    keep_out_of_buffer_broadcast(module, ["a.x", "c.z"])
+    assert sorted(module._ddp_params_and_buffers_to_ignore) == ["a.x", "b.y", "c.z"]
+
+
+@pytest.mark.slow  # two train.py runs (about 40 s): make test-slow
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_cnn_run_is_rated_and_probed_from_its_checkpoint(tmp_path, monkeypatch, family):
+    """DINO on a timm CNN from train.py: the end-of-run table rates its teacher against the
+    pixels and a random CNN; experiment=linear_probe on its checkpoint builds the run's
+    encoder (family and all) and trains."""
+    short = ["trainer.max_epochs=1", "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
+             "data.batch_size=16", "test=false", "extras.print_config=false",
+             "features.train_per_class=10", "features.eval_per_class=5", f"paths.log_dir={tmp_path}"]  # fmt: skip
+    train = trainlab.commands.train_command
+    argv = ["train.py", "experiment=dino_digits_resnet", f"model/encoder={family}", *short]
+    assert run_in_process(train, [*argv, "run_name=cnn"], monkeypatch) == 0
+    run_dir = tmp_path / "train" / "runs" / "cnn"
+    metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
+    for key in ("features/linear_acc", "baseline/random_linear_acc", "baseline/pixels_knn_acc"):
+        assert 0 <= metrics[key] <= 1, key
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    assert torch.load(ckpt, weights_only=True)["evaluated"] == "target_encoder"
+    probe = ["train.py", "experiment=linear_probe", f"model.init_from={ckpt}", *short, "run_name=probe"]  # fmt: skip
+    assert run_in_process(train, probe, monkeypatch) == 0
+    probed = json.loads((tmp_path / "train" / "runs" / "probe" / "metrics.json").read_text())
+    assert "val/acc" in probed["metrics"]
+    saved = OmegaConf.load(tmp_path / "train" / "runs" / "probe" / "config.yaml")
+    assert saved.model.net.encoder.model_name == {"resnet": "resnet18", "convnext": "convnext_atto"}[family]  # fmt: skip
