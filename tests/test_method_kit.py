@@ -20,9 +20,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from conftest import CONFIGS, EXPERIMENTS, free_port, run_cli, run_in_process
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
+from conftest import DIGITS, MNIST5K, experiments_on, free_port, run_cli, run_in_process
 from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
@@ -30,23 +28,14 @@ import trainlab.commands
 from trainlab.model.self_supervised import SelfSupervised
 from trainlab.networks.masks import Masks, step_generator
 
-OFFLINE_DATA = ("trainlab.data.digits.", "trainlab.data.mnist5k.")
 BATCH = 8  # 4 a rank
 
 
 @cache
 def kit() -> dict[str, dict]:
     """{experiment: its composed config}, for the self-supervised experiments on offline data."""
-    GlobalHydra.instance().clear()
-    found = {}
-    with initialize_config_dir(str(CONFIGS), version_base="1.3"):
-        for name in EXPERIMENTS:
-            cfg = compose("train", overrides=[f"experiment={name}"])
-            model = get_class(cfg.model._target_)
-            if issubclass(model, SelfSupervised) and cfg.data._target_.startswith(OFFLINE_DATA):
-                found[name] = cfg
-    GlobalHydra.instance().clear()
-    return found
+    found = experiments_on(DIGITS, MNIST5K).items()
+    return {name: cfg for name, cfg in found if issubclass(get_class(cfg.model._target_), SelfSupervised)}  # fmt: skip
 
 
 def test_the_kit_covers_every_family():
