@@ -61,9 +61,14 @@ SUPERVISED_FROZEN = "supervised ViT from scratch, frozen"
 METHODS = {
     "VICReg encoder": {"mnist5k": "vicreg_mnist", "digits": "vicreg_digits"},
     "DINO teacher": {"mnist5k": "dino_mnist", "digits": "dino_digits"},
+    # Another encoder family (a timm ResNet-18), with its own random baseline of the same
+    # shape: the random row reads the same run's config, untrained.
+    "VICReg ResNet-18": {"mnist5k": "vicreg_mnist_resnet"},
+    "random ResNet-18": {"mnist5k": "vicreg_mnist_resnet"},
 }
-# The checkpoint part each row rates: a teacher method's evaluated network (model.evaluated).
-RATED_PART = {"DINO teacher": "target_encoder"}
+# The checkpoint part each row rates: the network the method evaluates (saved in the
+# checkpoint as ``evaluated``); None: a random encoder of the run's shape.
+RATED_PART = {"DINO teacher": "evaluated", "random ResNet-18": None}
 TRAINED_ROWS = {  # row: (experiment, starts from the I-JEPA checkpoint?)
     "supervised ViT from scratch": ("supervised_vit", False),
     "fine-tune from I-JEPA": ("finetune", True),
@@ -175,13 +180,20 @@ def method_scores(dataset: str, row: str, seed: int) -> tuple[dict, float, str]:
     pre = train(f"{dataset}_{recipe}_s{seed}", f"experiment={recipe}", f"seed={seed}")
     run_dir = Path(pre["run"]["run_dir"])
 
+    part = RATED_PART.get(row, "encoder")
+
     def compute() -> dict:
         cfg, datasets, classes = eval_data(run_dir)
-        part = RATED_PART.get(row, "encoder")
-        encoder = load_encoder(cfg.model.encoder, pre["checkpoints"]["last"], part)
+        if part is None:
+            torch.manual_seed(seed)  # the random encoder, as eval.py draws it
+            encoder = instantiate(cfg.model.encoder).eval()
+        else:
+            encoder = load_encoder(cfg.model.encoder, pre["checkpoints"]["last"], part)
         return rate_fractions(encoder_views(encoder), datasets, classes, row, seed)
 
-    scores = cached(run_dir / "frozen_scores.json", compute)
+    scores = cached(
+        run_dir / ("random_scores.json" if part is None else "frozen_scores.json"), compute
+    )
     return scores, pre["run"]["fit_seconds"] / 60, pre["run"]["precision"]
 
 
@@ -276,7 +288,7 @@ def put_lines(section: list[str], new: list[str], after: str) -> list[str]:
     its row name), or else after the line that starts like it with ``after`` as the row."""
     out = list(section)
     for line in new:
-        row = next(r for r in METHODS if r in line)
+        row = max((r for r in METHODS if r in line), key=len)
         key = line[: line.index(row) + len(row)]
         same = [i for i, old in enumerate(out) if old.startswith(key)]
         if same:
@@ -290,7 +302,7 @@ def put_lines(section: list[str], new: list[str], after: str) -> list[str]:
 def methods_only(dataset: str, seeds: list[int], section: list[str], rows: list[str]) -> list[str]:
     """``--methods-only``: METHODS' rows pre-trained and rated, put into the data set's
     section as it stands (after I-JEPA's context encoder), with a line on how they ran."""
-    for row in rows:
+    for row in (r for r in rows if dataset in METHODS[r]):
         runs = [method_scores(dataset, row, seed) for seed in seeds]
         frozen = [{row: scores} for scores, _, _ in runs]
         line, per = frozen_lines(row, frozen)
@@ -407,7 +419,7 @@ def main() -> None:
                 for s, row in zip(args.seeds, monitors, strict=True)
             ),
         ]
-        sections[dataset] = methods_only(dataset, args.seeds, sections[dataset])
+        sections[dataset] = methods_only(dataset, args.seeds, sections[dataset], list(METHODS))
     for dataset in RECIPES:
         text += ["", *sections.get(dataset, [])] if dataset in sections else []
     out.write_text("\n".join(text) + "\n")

@@ -25,7 +25,6 @@ class DINO(SelfSupervised):
     gets no update for that many first epochs. The monitors, the evaluation forward and weight
     export read the teacher (``evaluated``)."""
 
-    not_hparams = ("encoder", "head", "optimizer")
     trained = ("encoder", "head")
     evaluated = "target_encoder"
 

@@ -32,7 +32,6 @@ class IJEPA(SelfSupervised):
     encoder weights are identical on every rank, so are its EMA updates.
     """
 
-    not_hparams = ("encoder", "predictor", "masks", "optimizer")
     trained = ("encoder", "predictor")
     #: compile=true compiles these too: the target encoder's forward_intermediates is not
     #: its forward, which is all that compiling the network covers (model/compile.py).

@@ -17,7 +17,6 @@ class MAE(SelfSupervised):
     ``norm_pix_loss`` (the paper's default). Monitors, optimizer and schedules come from
     ``SelfSupervised``."""
 
-    not_hparams = ("encoder", "decoder", "optimizer")
     trained = ("encoder", "decoder")
 
     def __init__(

@@ -27,11 +27,13 @@ Conventions the rest of the template relies on:
   checkpoints by these prefixes.
 """
 
+import inspect
 from typing import Literal
 
 import lightning as L
 import torch
 from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy
+from lightning.pytorch.utilities.parsing import collect_init_args
 
 from trainlab.evaluation.online import OnlineEvaluator
 from trainlab.networks.encoder import layer_widths, pooled_layers, probe_layers
@@ -69,9 +71,6 @@ class SelfSupervised(L.LightningModule):
     probe_weight_decay / knn_k / bank_size: the online monitors.
     """
 
-    #: Constructor arguments that are networks or partials: not saved as hyperparameters,
-    #: so the checkpoint holds plain values and loads with torch.load(weights_only=True).
-    not_hparams: tuple[str, ...] = ("encoder", "optimizer")
     #: Attributes the optimizer trains (each gets ``<name>/decay`` and ``<name>/no_decay``).
     trained: tuple[str, ...] = ("encoder",)
     #: What checkpoints monitor and sweeps optimise unless the config says otherwise.
@@ -104,8 +103,12 @@ class SelfSupervised(L.LightningModule):
         schedule_scale: ScheduleScale = 1.0,
     ):
         super().__init__()
-        # Collects the subclass's arguments too (Lightning walks the __init__ frames).
-        self.save_hyperparameters(logger=False, ignore=list(self.not_hparams))
+        # Every constructor's arguments (Lightning walks the __init__ frames, the subclass's
+        # too) but the networks and partials: the checkpoint then holds plain values only and
+        # loads with torch.load(weights_only=True).
+        frames = collect_init_args(inspect.currentframe(), [], classes=(L.LightningModule,))
+        built = [k for args in frames for k, v in args.items() if callable(v)]
+        self.save_hyperparameters(logger=False, ignore=built)
         self.make_optimizer = optimizer
         self.encoder = encoder
         # One blank image: Lightning's model summary runs forward on it for its FLOPs column

@@ -16,7 +16,6 @@ class VICReg(SelfSupervised):
     loss weights are the paper's (25, 25, 1). Needs ``data.views`` with 2 views; validation
     and test batches are single images: the monitors read the encoder, there is no val loss."""
 
-    not_hparams = ("encoder", "expander", "optimizer")
     trained = ("encoder", "expander")
 
     def __init__(
