@@ -147,7 +147,9 @@ def test_eval_features_rates_a_trainlab_checkpoint_against_its_baselines(
     assert result.returncode == 0, result.stderr[-2000:]
     run = tmp_path / "eval" / "runs" / "folder"
     data = OmegaConf.load(run / "config.yaml").data
-    assert (data.image_size, data.in_chans, data.holdout_val) == (16, 1, True)
+    assert (data.image_size, data.in_chans, data.holdout_val) == (16, 1, False)
+    # val/ is the folder's test split: the protocol chose on train/ held out (data/base.py)
+    assert "val is the test split" in result.stdout + result.stderr
     metrics = json.loads((run / "metrics.json").read_text())["metrics"]
     assert metrics["features/linear_acc"] == 1.0  # two classes of flat gray levels 40 apart
 

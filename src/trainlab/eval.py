@@ -67,13 +67,6 @@ def merged_config(cfg: DictConfig, ckpt: Path) -> DictConfig:
             cfg.data = OmegaConf.merge(train_cfg.data, data or {})
         elif train_cfg is not None:
             copy_unless_given(cfg.data, train_cfg.data, INPUT_FORMAT, given, "data")
-        if cfg.data.get("holdout_val") is False and "data.holdout_val" not in given:
-            # An image folder's val/ is also its test split: the grid must choose elsewhere,
-            # on data.val_fraction of train/, and val/ stays the test split.
-            cfg.data.holdout_val = True
-            log.info(
-                f"choosing on {cfg.data.val_fraction:.0%} of train/ held out; val/ is the test"
-            )
         cfg.model = model if model is not None else train_cfg.model
         if "init_from" in cfg.model:  # the checkpoint holds the weights; skip the start file
             cfg.model.init_from = None

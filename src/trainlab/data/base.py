@@ -22,8 +22,11 @@ from trainlab.data.transforms import (
     build_view,
 )
 from trainlab.utils.errors import DataError
+from trainlab.utils.logging import get_logger
 from trainlab.utils.ranges import Bounds, Count, NonNegativeInt, OpenFraction, PositiveFraction
 from trainlab.utils.seeding import call_seeded, run_seed
+
+log = get_logger(__name__)
 
 
 class Transformed(Dataset):
@@ -174,17 +177,22 @@ class ImageDataModule(L.LightningDataModule):
 
     def eval_splits(self) -> dict[str, Dataset]:
         """Train, val and test, all with the evaluation transform (no augmentation): what a
-        frozen-feature evaluation reads."""
+        frozen-feature evaluation reads. The one place that decides where its choices are
+        made: where val is also the test split (an image folder's val/, unless
+        ``holdout_val``), a choice made on val would be made on test, so the evaluation
+        chooses on ``val_fraction`` of train held out (seeded: the same on every rank)."""
         self.setup()
-        if self.val_set.dataset is self.test_set.dataset:
-            raise DataError(
-                f"{self.name}'s val split is its test split, so a choice made on val would be "
-                "made on test: set data.holdout_val=true to hold val out of train"
+        train, val = self.train_set.dataset, self.val_set.dataset
+        if val is self.test_set.dataset:
+            train, val = self._hold_out(train)
+            log.info(
+                f"{self.name}: val is the test split; the evaluation chooses on "
+                f"{self.val_fraction:.0%} of train held out"
             )
         plain = self.transform(train=False)
         return {
-            "train": Transformed(self.train_set.dataset, plain),
-            "val": self.val_set,
+            "train": Transformed(train, plain),
+            "val": Transformed(val, plain),
             "test": self.test_set,
         }
 

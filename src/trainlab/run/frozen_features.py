@@ -3,7 +3,6 @@
 import time
 from pathlib import Path
 
-import hydra
 import lightning as L
 from omegaconf import DictConfig
 
@@ -28,8 +27,6 @@ def rate_frozen_features(
         log.info("no checkpoint written (checkpointing off): frozen features not rated")
         return metrics, None, {}
     log.info(f"rating the frozen {cfg.features.init_part} of {ckpt} (features.enabled=false skips)")
-    if cfg.data.get("holdout_val") is False:  # an image folder's val/ is also its test split
-        datamodule = hydra.utils.instantiate(cfg.data, holdout_val=True)
     how = Extraction(
         device=trainer.strategy.root_device,
         batch_size=datamodule.eval_batch_size,
