@@ -306,8 +306,13 @@ def methods_only(dataset: str, seeds: list[int], section: list[str], rows: list[
         runs = [method_scores(dataset, row, seed) for seed in seeds]
         frozen = [{row: scores} for scores, _, _ in runs]
         line, per = frozen_lines(row, frozen)
+        trained = (
+            "its untrained encoder, drawn from each seed; "
+            if RATED_PART.get(row, 1) is None
+            else ""
+        )
         how = (
-            f"{row}: `python train.py experiment={METHODS[row][dataset]}`, pre-training "
+            f"{row}: `python train.py experiment={METHODS[row][dataset]}`, {trained}pre-training "
             f"{fmt([m for _, m, _ in runs])} min in {runs[0][2]}, seeds "
             f"{', '.join(map(str, seeds))} ({datetime.date.today()}, {os.cpu_count()}-core "
             f"{cpu_model()}; `python research/ijepa_results.py {' '.join(sys.argv[1:])}`)."
