@@ -2,6 +2,7 @@
 train, are monitored, rated, exported into timm and probed like the project's ViT; their
 BatchNorm is the global batch's and a teacher's statistics follow its student."""
 
+import copy
 import json
 
 import pytest
@@ -16,6 +17,7 @@ from trainlab.evaluation.features import encoder_views
 from trainlab.networks.encoder import layer_widths, pooled_and_layers, pooled_layers
 from trainlab.networks.encoder_classifier import EncoderClassifier
 from trainlab.networks.global_batch_norm import GlobalBatchNorm2d
+from trainlab.networks.grad_strides import keep_grad_strides, same_layout
 from trainlab.networks.masks import step_generator
 from trainlab.networks.vit import ViTEncoder
 from trainlab.networks.weights import export_encoder
@@ -155,3 +157,24 @@ def test_a_cnn_run_is_rated_and_probed_from_its_checkpoint(tmp_path, monkeypatch
     assert "val/acc" in probed["metrics"]
     saved = OmegaConf.load(tmp_path / "train" / "runs" / "probe" / "config.yaml")
     assert saved.model.net.encoder.model_name == {"resnet": "resnet18", "convnext": "convnext_atto"}[family]  # fmt: skip
+
+
+def test_a_convnexts_gradients_keep_their_parameters_strides_and_values():
+    """Depthwise and 1x1 convolution gradients come back with other strides in size-1
+    dimensions (DDP warns on them); restrided, they are the same numbers at the same
+    addresses. A real layout difference (channels_last) is left alone."""
+    torch.manual_seed(0)
+    plain = timm.create_model("convnext_atto", num_classes=0, in_chans=1)
+    hooked = keep_grad_strides(copy.deepcopy(plain))
+    x = torch.randn(4, 1, 32, 32)
+    plain(x).sum().backward()
+    grads = {n: p.grad.clone() for n, p in plain.named_parameters()}
+    strides = {n: p.grad.stride() for n, p in plain.named_parameters()}
+    hooked(x).sum().backward()
+    moved = [n for n, p in plain.named_parameters() if strides[n] != p.stride()]
+    assert moved  # the case exists: without the hooks, strides differ
+    for n, p in hooked.named_parameters():
+        assert p.grad.stride() == p.stride(), n
+        assert torch.equal(p.grad, grads[n]), n
+    nhwc = torch.empty(4, 3, 5, 5).to(memory_format=torch.channels_last)
+    assert not same_layout(nhwc, torch.empty(4, 3, 5, 5))

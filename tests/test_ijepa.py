@@ -620,6 +620,7 @@ def test_the_memory_estimate_leaves_a_stateful_loss_where_it_was(tmp_path):
         return loss(images, generator)
 
     model.loss = moving_loss
+    model.example_input_array = torch.zeros(1, 1, 16, 16)  # setup() takes it from the data
     trainer = SimpleNamespace(
         strategy=object(), is_global_zero=True,
         precision_plugin=SimpleNamespace(forward_context=contextlib.nullcontext),

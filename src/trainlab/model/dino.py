@@ -27,6 +27,7 @@ class DINO(SelfSupervised):
 
     trained = ("encoder", "head")
     evaluated = "target_encoder"
+    owned_buffers = ("center.value",)  # moved from every rank's teacher outputs alike
 
     def __init__(
         self,

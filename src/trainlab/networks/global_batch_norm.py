@@ -1,9 +1,10 @@
 """BatchNorm over the global batch, on every backend: DINO's head and a CNN encoder under DDP.
 
 Per-rank BatchNorm statistics make 2 ranks of half a batch differ from one process on the
-whole batch. torch's SyncBatchNorm fixes that on GPUs only (it refuses CPU tensors), so these
-gather every rank's rows (``gather_batch``, with gradients) where SyncBatchNorm cannot.
-Written here: lightly's and timm's heads use SyncBatchNorm, which gloo ranks cannot run.
+whole batch. torch's SyncBatchNorm fixes that on GPUs only (it refuses CPU tensors, and DDP
+refuses a CPU module that holds one), so these gather every rank's rows (``gather_batch``,
+with gradients) on any backend. Written here: lightly's and timm's heads use SyncBatchNorm,
+which gloo ranks cannot run.
 """
 
 import torch
@@ -29,17 +30,19 @@ class GlobalBatchNorm1d(nn.BatchNorm1d):
         return (x - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias
 
 
-class GlobalBatchNorm2d(nn.SyncBatchNorm):
+class GlobalBatchNorm2d(nn.BatchNorm2d):
     """A ``BatchNorm2d`` (its state dict, running statistics and eval behaviour: an exported
     encoder loads into timm's own model) whose training statistics are the global batch's:
-    torch's SyncBatchNorm on GPUs; on CPU ranks the global batch gathered and normalised as
-    one process would (same statistics, same running averages), each rank keeping its rows.
-    Pass as a timm encoder's ``norm_layer`` (configs/model/encoder/resnet.yaml)."""
+    under several ranks, every rank's rows gathered and normalised as one process would
+    (the same statistics and running averages, bitwise), each rank keeping its own. Pass as a
+    timm encoder's ``norm_layer`` (configs/model/encoder/resnet.yaml). On GPUs,
+    ``trainer.sync_batchnorm=true`` swaps in torch's SyncBatchNorm (Lightning's conversion),
+    which reduces statistics instead of gathering rows; DDP refuses SyncBatchNorm on CPUs."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         ranks = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-        if not (self.training and ranks > 1 and x.device.type == "cpu"):
-            return super().forward(x)  # one process, evaluation, or SyncBatchNorm's devices
+        if not (self.training and ranks > 1):
+            return super().forward(x)
         batch = gather_batch(x)
         if self.num_batches_tracked is not None:
             self.num_batches_tracked.add_(1)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import timm
 from torch import nn
 
+from trainlab.networks.grad_strides import keep_grad_strides
 from trainlab.utils.errors import UserError
 from trainlab.utils.ranges import Count, DropRate
 
@@ -29,6 +30,7 @@ def timm_encoder(
             "pick one of timm.list_models(), e.g. resnet18, convnext_atto"
         )
     options = {"norm_layer": norm_layer} if norm_layer is not None else {}
-    return timm.create_model(
+    model = timm.create_model(
         model_name, num_classes=0, in_chans=in_chans, drop_path_rate=drop_path_rate, **options
     )
+    return keep_grad_strides(model)  # a clean DDP console for ConvNeXt (grad_strides.py)
