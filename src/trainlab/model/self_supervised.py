@@ -112,8 +112,6 @@ class SelfSupervised(L.LightningModule):
         self.save_hyperparameters(logger=False, ignore=built)
         self.make_optimizer = optimizer
         self.encoder = encoder
-        # One blank image: Lightning's model summary runs forward on it for its FLOPs column
-        # (the evaluation forward, per image; RunStats counts the training steps' FLOPs).
         #: How many last stages or blocks the monitors' features pool (the protocol's last4).
         self.monitored_blocks = probe_layers(encoder)
         self.online = OnlineEvaluator(
@@ -162,7 +160,7 @@ class SelfSupervised(L.LightningModule):
         batch. DDP would broadcast them from rank 0 before every forward (broadcast_buffers,
         on by default for per-rank BatchNorm): 335 MB a step for the bank at experiment=ijepa."""
         names = [f"online.{name}" for name, _ in self.online.named_buffers()]
-        names += [name for name in self.owned_buffers]
+        names += list(self.owned_buffers)
         for prefix, module in self.named_modules():
             if isinstance(module, (GlobalBatchNorm2d, torch.nn.SyncBatchNorm)):
                 names += [f"{prefix}.{name}" for name, _ in module.named_buffers(recurse=False)]
