@@ -34,8 +34,9 @@ class GlobalBatchNorm2d(nn.BatchNorm2d):
     """A ``BatchNorm2d`` (its state dict, running statistics and eval behaviour: an exported
     encoder loads into timm's own model) whose training statistics are the global batch's:
     under several ranks, every rank's rows gathered and normalised as one process would
-    (the same statistics and running averages, bitwise), each rank keeping its own. Pass as a
-    timm encoder's ``norm_layer`` (configs/model/encoder/resnet.yaml). On GPUs,
+    (the same statistics and running averages, to the kit's tolerance), each rank keeping
+    its own rows. Pass as a timm encoder's ``norm_layer`` (configs/model/encoder/resnet.yaml).
+    On GPUs,
     ``trainer.sync_batchnorm=true`` swaps in torch's SyncBatchNorm (Lightning's conversion),
     which reduces statistics instead of gathering rows; DDP refuses SyncBatchNorm on CPUs."""
 
