@@ -273,11 +273,21 @@ def test_step_tokens_and_flops_count_what_the_step_runs(tmp_path):
     assert counted.get_total_flops() == pytest.approx(model.step_flops, rel=0.03)
 
 
-@pytest.mark.slow  # inductor compiles encoder and predictor, forward and backward: ~1 minute
-def test_compiled_steps_match_eager_and_stop_recompiling_after_warm_up(tmp_path):
-    """compile=true's networks against an eager copy over steps whose masks change the
-    context and target lengths: the same loss and gradients within float tolerance, and no
-    new graph after 3 warm-up steps (dynamo marks the lengths dynamic once they change)."""
+def mask_counts(model, steps: int) -> set[tuple[int, int]]:
+    """The (context, target) token counts of the first ``steps`` steps' masks."""
+    from trainlab.networks.masks import step_generator
+
+    return {
+        (masks.context.shape[1], masks.targets.shape[2])
+        for masks in (model.masks(8, step_generator(0, 0, step)) for step in range(steps))
+    }
+
+
+@pytest.mark.slow  # inductor compiles a block of each network, forward and backward: ~1 minute
+def test_compiled_steps_match_eager_in_bf16_and_stop_recompiling_after_warm_up(tmp_path):
+    """compile=true (inductor) against an eager copy under bf16 autocast, over 20 steps of
+    the paper's masks, whose context and target counts change: every step's loss within
+    bf16 tolerance, and no new graph after the first 3 steps."""
     import copy
 
     from torch._dynamo.utils import counters
@@ -286,26 +296,23 @@ def test_compiled_steps_match_eager_and_stop_recompiling_after_warm_up(tmp_path)
     from trainlab.networks.masks import step_generator
 
     torch._dynamo.reset()
-    eager, _ = tiny_ijepa(tmp_path, "data.image_size=32")  # an 8 x 8 grid: many lengths
+    eager, _ = tiny_ijepa(tmp_path, "data.image_size=32")  # an 8 x 8 grid: many counts
     compiled = copy.deepcopy(eager)
     compile_networks(compiled)
     images = torch.randn(8, 1, 32, 32)
-    lengths, graphs = set(), None
-    for step in range(10):
+    for step in range(20):
         if step == 3:
             graphs = counters["stats"]["unique_graphs"]
         losses = []
         for model in (eager, compiled):
             model.zero_grad()
-            loss, _ = model.loss(images, step_generator(0, 0, step))
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss, _ = model.loss(images, step_generator(0, 0, step))
             loss.backward()
-            losses.append(loss)
-        torch.testing.assert_close(losses[1], losses[0], rtol=1e-4, atol=1e-5)
-        grads = [m.encoder.blocks[0].attn.qkv.weight.grad for m in (eager, compiled)]
-        torch.testing.assert_close(grads[1], grads[0], rtol=1e-3, atol=1e-5)
-        masks = eager.masks(8, step_generator(0, 0, step))
-        lengths.add((masks.context.shape[1], masks.targets.shape[2]))
-    assert len(lengths) > 2, lengths  # the steps really had different lengths
+            losses.append(loss.float())
+        # bf16 keeps 8 bits of mantissa: inductor's fused kernels round in other places
+        torch.testing.assert_close(losses[1], losses[0], rtol=2e-2, atol=1e-3)
+    assert len(mask_counts(eager, 20)) > 2  # the steps really had different counts
     assert counters["stats"]["unique_graphs"] == graphs
 
 
@@ -566,41 +573,39 @@ def test_bf16_on_a_cpu_writes_attention_out_and_float32_keeps_it_fused(tmp_path)
     assert not any(fused_flags(model))
 
 
-def test_fixed_shape_masks_compile_once_per_shape_and_then_never_again(tmp_path):
-    """compile=true with masks.fixed_shapes: every network and the target encoder's
-    forward_intermediates traced by dynamo with static sizes only (a recording backend that
-    runs the graphs eagerly: the same tracing and guards as inductor, without its minutes on
-    a CPU), and zero new graphs over 10 steps once every shape has been seen."""
+def test_compile_traces_each_block_once_for_every_layer_and_every_mask_count(tmp_path):
+    """compile=true with the paper's masks: each network's blocks are compiled one at a time
+    (regional compilation) with their token count dynamic. Over 20 steps of changing
+    context and target counts no graph is added after the first 3, and a network three
+    times as deep adds no graph. dynamo's counters, through a recording backend that runs
+    the graphs eagerly: dynamo's tracing and guards, without inductor's minutes on a CPU."""
     from torch._dynamo.utils import counters
 
     from trainlab.model.compile import compile_networks
     from trainlab.networks.masks import step_generator
 
-    symbolic = []
-
-    def recording(gm, example_inputs):
-        symbolic.extend(
-            t for t in example_inputs if isinstance(t, torch.SymInt) or (
-                torch.is_tensor(t) and any(isinstance(d, torch.SymInt) for d in t.shape)
-            )
-        )  # fmt: skip
-        return gm.forward
-
-    torch._dynamo.reset()
-    model, _ = tiny_ijepa(tmp_path, "data.image_size=32", "model.masks.fixed_shapes=8")
-    shapes = [model.masks(8, step_generator(0, 0, s)).context.shape[1] for s in range(40)]
-    last_new = max(shapes.index(k) for k in set(shapes))
-    assert 1 < len(set(shapes)) <= 8, shapes  # more than one shape, never unbounded
-    compile_networks(model, backend=recording)
     images = torch.randn(8, 1, 32, 32)
-    for step in range(last_new + 11):
-        if step == last_new + 1:
-            graphs = counters["stats"]["unique_graphs"]
-        loss, _ = model.loss(images, step_generator(0, 0, step))
-        loss.backward()
-    assert counters["stats"]["unique_graphs"] == graphs > len(set(shapes))
-    assert not symbolic
-    assert hasattr(model.targets, "_torchdynamo_orig_callable")  # compiled, beside the networks
+    graphs = {}
+    for depth in (1, 3):
+        torch._dynamo.reset()
+        counters.clear()
+        model, _ = tiny_ijepa(
+            tmp_path, "data.image_size=32", f"model.encoder.depth={depth}",
+            f"model.predictor.depth={depth + 1}",  # its last block is another kind (RowsBlock)
+        )  # fmt: skip
+        compile_networks(model, backend=lambda gm, inputs: gm.forward)
+        compiled = [model.encoder.blocks, model.target_encoder.blocks, model.predictor.blocks]
+        assert all(block._compiled_call_impl is not None for blocks in compiled for block in blocks)
+        assert model.encoder._compiled_call_impl is None  # the blocks, not the whole network
+        for step in range(20):
+            if step == 3:
+                after_warm_up = counters["stats"]["unique_graphs"]
+            loss, _ = model.loss(images, step_generator(0, 0, step))
+            loss.backward()
+        graphs[depth] = counters["stats"]["unique_graphs"]
+        assert graphs[depth] == after_warm_up
+    assert len(mask_counts(model, 20)) > 2  # the steps really had different counts
+    assert graphs[3] == graphs[1] <= 4, graphs  # encoder, target encoder, predictor's 2 kinds
 
 
 def test_the_memory_estimate_leaves_a_stateful_loss_where_it_was(tmp_path):
@@ -642,7 +647,7 @@ def test_the_memory_estimate_probes_eagerly_under_compile(tmp_path):
     from trainlab.model.compile import compile_networks
 
     torch._dynamo.reset()
-    model, _ = tiny_ijepa(tmp_path, "model.masks.fixed_shapes=8")
+    model, _ = tiny_ijepa(tmp_path)
     compile_networks(model, backend=lambda gm, inputs: gm.forward)
     before = counters["stats"]["unique_graphs"]
     assert saved_activation_bytes(model, torch.randn(2, 1, 16, 16)) > 0

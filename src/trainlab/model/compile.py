@@ -1,31 +1,45 @@
-"""``compile=true``: torch.compile a LightningModule's networks, and the work it names outside
-them, in place."""
+"""``compile=true``: torch.compile a LightningModule's networks in place, one repeated layer
+at a time (regional compilation).
+
+A transformer is its block 12 to 40 times over: compiling the block once, and reusing that
+graph in every layer, compiles in seconds what compiling the whole network does in minutes
+(torch's regional compilation recipe). The token count is marked dynamic where it varies
+(networks/vit.py's run_blocks): one graph then serves every count of I-JEPA's masks.
+"""
 
 import lightning as L
 import torch
+from torch import nn
+
+
+def repeated_layers(network: nn.Module) -> list[nn.Module]:
+    """The layers of each stack in ``network`` (a ModuleList or Sequential of modules of one
+    class: a ViT's blocks, a ResNet stage's blocks): what regional compilation compiles. timm names its
+    stacks differently per family (``blocks``, ``layer1``, ``stages.0.blocks``), so they are
+    found by shape, not name."""
+    layers, stacks = [], [network]
+    while stacks:
+        module = stacks.pop()
+        children = list(module.children())
+        kinds = {type(child) for child in children}
+        if isinstance(module, nn.ModuleList | nn.Sequential) and len(kinds) == 1:
+            layers.extend(children)
+        else:
+            stacks.extend(reversed(children))
+    return layers
 
 
 def compile_networks(model: L.LightningModule, backend="inductor") -> None:
-    """Each child with parameters, in place, and each method in the module's
-    ``compiled_methods`` (work that runs outside a network's forward, such as I-JEPA's target
-    encoder's ``forward_intermediates``). Compiling the LightningModule itself would trace
-    into Lightning's logging, ``torch.compile(net)`` would rename state_dict keys, and
-    metrics and batch transforms need no compiling.
-
-    A module whose step has a bounded set of shapes (``static_shapes``: how many, e.g. I-JEPA's
-    ``masks.fixed_shapes``) is compiled with ``dynamic=False``: each shape once, no symbolic
-    sizes (inductor failed on them at ViT-H, benchmarks/gpu.md). Otherwise torch decides.
-    """
-    dynamic = None
-    if shapes := getattr(model, "static_shapes", 0):
-        dynamic = False
-        # Each shape compiles once for training and once for evaluation (a guard on
-        # module.training): torch's default limit of 8 per function would fall back to eager.
-        torch._dynamo.config.recompile_limit = max(
-            torch._dynamo.config.recompile_limit, 2 * shapes + 2
-        )
+    """Each network's repeated layers, in place (``module.compile()``: state_dict keys stay
+    the plain ones); a network without a stack of layers is compiled whole. Compiling the
+    LightningModule itself would trace into Lightning's logging; metrics and batch transforms
+    need no compiling."""
+    # A block's graph is kept per case: training or not, gradients or not (the target
+    # encoder), static or dynamic token count. torch's limit of 8 per function would send a
+    # method with several networks of one block class back to eager.
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 32)
     for network in model.children():
-        if any(True for _ in network.parameters()):
-            network.compile(dynamic=dynamic, backend=backend)
-    for name in getattr(model, "compiled_methods", ()):
-        setattr(model, name, torch.compile(getattr(model, name), dynamic=dynamic, backend=backend))
+        if not any(True for _ in network.parameters()):
+            continue
+        for layer in repeated_layers(network) or [network]:
+            layer.compile(backend=backend)

@@ -33,9 +33,6 @@ class IJEPA(SelfSupervised):
     """
 
     trained = ("encoder", "predictor")
-    #: compile=true compiles these too: the target encoder's forward_intermediates is not
-    #: its forward, which is all that compiling the network covers (model/compile.py).
-    compiled_methods = ("targets",)
     #: The paper evaluates the EMA target encoder.
     evaluated = "target_encoder"
 
@@ -68,11 +65,6 @@ class IJEPA(SelfSupervised):
         for name, state in network_parts(read_state(path)).items():
             if name != "evaluated":
                 load_into(getattr(self, name), state, name)
-
-    @property
-    def static_shapes(self) -> int:
-        """How many step shapes the masks allow (0: unbounded), for compile=true."""
-        return self.masks.fixed_shapes or 0
 
     def train(self, mode: bool = True):
         """The target encoder always runs as in evaluation, so stochastic depth

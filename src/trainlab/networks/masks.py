@@ -15,11 +15,11 @@ And it always terminates: impossible settings are refused up front; targets that
 fewer than min_keep patches, and contexts that keep too few, are redrawn a bounded number
 of times; a context still short then falls back to the whole grid minus the targets.
 
-``fixed_shapes=n`` bounds the step's tensor shapes for torch.compile: every target block
-keeps a random subset of T tokens (T: the smallest block the scale and aspect ranges give),
-and the context's K is rounded down to one of n counts, so a step has at most n shapes,
-each compiled once (the paper's masks: a new T and K nearly every step, and a recompile or
-symbolic shapes with them).
+``fixed_shapes=n`` bounds the step's tensor shapes: every target block keeps a random subset
+of T tokens (T: the smallest block the scale and aspect ranges give), and the context's K
+is rounded down to one of n counts, so a step has at most n shapes. Less work per step and
+another objective than the paper's (docs/scaling.md); off by default: compile=true serves
+every count of the paper's masks with one graph.
 """
 
 import math

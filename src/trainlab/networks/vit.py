@@ -39,7 +39,12 @@ def run_blocks(
 ) -> torch.Tensor:
     """The blocks in order, each called as ``block(x, **kwargs)``; with ``checkpointing`` each
     block's activations are recomputed in the backward pass instead of kept (memory for
-    compute). Encoder and predictor share it."""
+    compute). Encoder and predictor share it.
+
+    The token count is marked dynamic for torch.compile: I-JEPA's and MAE's masks change it
+    every step, and one graph of each block then serves every count (model/compile.py)."""
+    if not torch.compiler.is_compiling():  # marking is for the caller of a compiled region
+        torch._dynamo.maybe_mark_dynamic(x, 1)
     for block in blocks:
         if checkpointing:
             x = checkpoint(block, x, use_reentrant=False, **kwargs)
