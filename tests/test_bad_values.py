@@ -92,6 +92,7 @@ ROWS = [
     ("experiment=digits_classifier model.label_smoothing=1.5", "label_smoothing"),
     # types the config gives a key, held on the command line (run/checks/override_types.py)
     ("compile=maybe", "compile takes true or false"),
+    ("matmul_precision=fast", "matmul_precision='fast' is not valid: give one of highest"),
     ("test=maybe", "test takes true or false"),
     ("resume=no", "resume takes true or false"),
     ("features.baselines=2", "features.baselines takes true or false"),

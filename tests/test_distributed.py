@@ -391,3 +391,21 @@ def test_two_nodes_on_loopback_train_like_one_node_with_two_processes(tmp_path):
         for r in (two_nodes, one_node)
     )
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_ddp_is_built_on_the_stream_that_trains(monkeypatch):
+    """Lightning builds DDP inside a side CUDA stream; every backward then warns that the
+    AccumulateGrad node's stream does not match, and syncs the two. trainlab's strategy
+    builds it where the steps run (on a CUDA device: recorded here with CPU stand-ins)."""
+    import trainlab.strategy.ddp as ddp
+
+    entered, built = [], {}
+    monkeypatch.setattr(torch.cuda, "Stream", lambda *a, **k: "side stream")
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: entered.append(s))
+    monkeypatch.setattr(ddp, "DistributedDataParallel", lambda **kwargs: built.update(kwargs))
+    strategy = ddp.DDPStrategy(bucket_cap_mb=5)
+    monkeypatch.setattr(strategy, "determine_ddp_device_ids", lambda: [0])  # a CUDA device
+    model = torch.nn.Linear(2, 2)
+    strategy._setup_model(model)
+    assert built == {"module": model, "device_ids": [0], "bucket_cap_mb": 5}
+    assert entered == []

@@ -147,6 +147,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     from trainlab.networks.weights import check_readable
     from trainlab.run.instantiate import finish_wandb, instantiate_loggers
     from trainlab.run.metrics_file import batch_facts, final_metrics, report
+    from trainlab.trainer.matmul_precision import set_matmul_precision
 
     one_console_line()  # once Lightning is imported: it adds its own console handler then
     check_readable(ckpt)  # truncated, not a checkpoint, or a pickle that would run code
@@ -171,6 +172,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     run_dir = open_run(cfg)  # after the checks: a refused run writes nothing
     model = hydra.utils.instantiate(cfg.model)
     loggers = instantiate_loggers(cfg.get("logger"), run_dir)
+    set_matmul_precision(cfg.matmul_precision)
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, logger=loggers or False)
     try:
         # weights_only, as train.py: a checkpoint restores tensors and plain values, never code.

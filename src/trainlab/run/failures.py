@@ -84,23 +84,41 @@ KNOWN_NOISE = [
     # torch 2.14 on Lightning 2.6's strategy.all_gather (the monitors' bank, the feature
     # table) and on networks/gather.py
     r".*torch\.distributed\.nn\.functional\.all_gather is deprecated.*",
+    # Lightning's model summary on bf16-mixed/16-mixed: mixed precision keeps float32
+    # weights, the 32 bits it then counts (its table's size is right)
+    r".*is not supported by the model summary.*",
 ]
 
 
-class _NoAdvert(logging.Filter):
-    """Lightning's info line advertising its cloud logger on every Trainer: not about the run."""
+class _Drop(logging.Filter):
+    """Drops a logger's records that contain ``text``."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "litlogger" not in record.getMessage()
+        return self.text not in record.getMessage()
+
+
+# Library log lines that say nothing actionable (logger: the text that marks them).
+KNOWN_LOG_NOISE = {
+    # Lightning's info line advertising its cloud logger on every Trainer: not about the run
+    "lightning.pytorch.utilities.rank_zero": "litlogger",
+    # torch's CUDA build on a machine without CUDA, when compile=true's inductor builds its
+    # CPU kernels: they need no CUDA
+    "torch.utils.cpp_extension": "No CUDA runtime is found",
+}
 
 
 def run_task(task: Callable[[DictConfig], object], cfg: DictConfig):
     if cfg.get("extras", {}).get("ignore_known_warnings", True):
         for pattern in KNOWN_NOISE:
             warnings.filterwarnings("ignore", message=pattern)
-        lightning_info = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-        if not any(isinstance(f, _NoAdvert) for f in lightning_info.filters):  # once a process
-            lightning_info.addFilter(_NoAdvert())
+        for name, text in KNOWN_LOG_NOISE.items():
+            logger = logging.getLogger(name)
+            if not any(isinstance(f, _Drop) for f in logger.filters):  # once a process
+                logger.addFilter(_Drop(text))
     try:
         return task(cfg)
     except Exception as e:

@@ -18,6 +18,7 @@ from trainlab.run.instantiate import (
     instantiate_loggers,
     instantiate_strategy,
 )
+from trainlab.trainer.matmul_precision import set_matmul_precision
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
@@ -36,6 +37,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list, list
             OptunaPruning(**cfg.optuna_trial, monitor=cfg.optimized_metric, pruner=pruner)
         )
     loggers = instantiate_loggers(cfg.get("logger"), run_dir)
+    set_matmul_precision(cfg.matmul_precision)
     trainer: L.Trainer = hydra.utils.instantiate(
         cfg.trainer,
         callbacks=callbacks,

@@ -1,4 +1,5 @@
-"""Lightning's DDP strategy with communication hooks that run on every backend.
+"""Lightning's DDP strategy with communication hooks that run on every backend, and DDP built
+on the stream that trains.
 
 Lightning registers ``ddp_comm_hook`` only when the root device is CUDA and says nothing
 otherwise, so a PowerSGD run on CPU/gloo would silently train without PowerSGD. This
@@ -36,6 +37,15 @@ class DDPStrategy(LightningDDPStrategy):
         self.compress_wrapper = compress_wrapper
         self.powersgd = dict(powersgd or {})
         self.comm_stats = CommStats() if comm_hook else None
+
+    def _setup_model(self, model) -> DistributedDataParallel:
+        """DDP built on the current stream. Lightning 2.6 builds it on a side stream (for
+        CUDA-graph capture of the whole network), which leaves its gradient-accumulation nodes
+        on that stream while every step runs on the default one: torch then warns at every
+        backward ("The AccumulateGrad node's stream does not match ...") and syncs the two."""
+        return DistributedDataParallel(
+            module=model, device_ids=self.determine_ddp_device_ids(), **self._ddp_kwargs
+        )
 
     def _register_ddp_hooks(self) -> None:
         super()._register_ddp_hooks()  # Lightning's own ddp_comm_hook argument, CUDA only

@@ -157,6 +157,8 @@ RANGES = {
     "train_per_class": (lambda v: v >= 1, "at least 1 (or null: all)"),
     "eval_per_class": (lambda v: v >= 1, "at least 1 (or null: all)"),
 }
+# torch.set_float32_matmul_precision's values (trainer/matmul_precision.py)
+MATMUL_PRECISIONS = ("highest", "high", "medium")
 # [low, high] ranges: low <= high, and each bound in its interval.
 INTERVALS = {
     "context_scale": (lambda v: 0 < v <= 1, "in (0, 1], a fraction of the grid"),
@@ -267,6 +269,11 @@ def check_config(
         raise ConfigError(
             f"peak_tflops={peak!r} is not valid: give the GPU's dense bf16 TFLOP/s, a number "
             "above 0 (e.g. peak_tflops=989 for an H100), or null"
+        )
+    matmul = cfg.get("matmul_precision")
+    if matmul is not None and matmul not in MATMUL_PRECISIONS:
+        raise ConfigError(
+            f"matmul_precision={matmul!r} is not valid: give one of {', '.join(MATMUL_PRECISIONS)}"
         )
     data = cfg.get("data")
     if isinstance(data, DictConfig) and _number(data.get("in_chans")):
