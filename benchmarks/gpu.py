@@ -1,9 +1,14 @@
 """`make bench-gpu` and scripts/gpu_check.sh: what needs a CUDA GPU; benchmarks/gpu.md.
 
 Parts (--parts picks, in order; each is written to the file as soon as it ends):
-- mfu_eager, mfu_compile: (a) MFU at ViT-H/14 in bf16 through `python train.py`, read from
-  the run's logged intervals, with a profile of 5 steady steps (GPU-busy fraction, top
-  kernels, host syncs by line: callbacks/step_profile.py);
+- mfu_eager, mfu_compile: (a) MFU at ViT-H/14 in bf16 through `python train.py`, the
+  paper's masks, read from the run's logged intervals, with the time start-up and
+  compilation add to the first interval and a profile of 5 steady steps (GPU-busy fraction,
+  top kernels, host syncs by line: callbacks/step_profile.py);
+- reference: the reference-style I-JEPA step (how the official code runs it:
+  benchmarks/step.py) in bf16 on the same model and masks, for the ratio of real TFLOP/s;
+- jpeg_folder: compile=true again on an ImageNet-like JPEG folder (data=imagenet's
+  ImageFolder, decoded by the loader's workers) beside the data=synthetic run;
 - memory: (b) peak memory of experiment=ijepa's model at 128 and 256 per GPU, with and
   without activation checkpointing, next to the estimate a run prints;
 - resume: (c) bf16-mixed, SIGTERM at step 3 and resume, losses against an uninterrupted run;
@@ -46,7 +51,21 @@ FULL = (dict(img_size=224, patch_size=14, in_chans=3, size="vit_huge"), (384, 12
 # At ViT-H/14 a step takes about 0.3 to 0.6 s on an H100/H200: 10 timed steps after 6 of
 # warm-up, 3 repeats (the issue-47 measurement's blocks) keep the table to a few minutes.
 STEPS, WARMUP, REPEATS = 10, 6, 3
-PARTS = ("mfu_eager", "mfu_compile", "memory", "resume", "fsdp", "gloo_powersgd", "steps")
+PARTS = (
+    "mfu_eager", "mfu_compile", "reference", "jpeg_folder", "memory", "resume", "fsdp",
+    "gloo_powersgd", "steps",
+)  # fmt: skip
+# What the parts measured, for the closing table: {part: {number: value}}.
+RESULTS: dict[str, dict[str, float]] = {}
+# The targets the closing table holds the numbers against (the paper's step, compiled).
+TARGETS = {
+    "MFU, compile=true": (">=", 0.40),
+    "MFU, eager": (">=", 0.30),
+    "start-up and compilation beyond steady steps, compile=true (s)": ("<=", 30.0),
+    "real TFLOP/s, compile=true over the reference-style step": (">=", 1.6),
+    "samples/s, JPEG folder over data=synthetic (compile=true)": (">=", 0.9),
+}
+LOADER_WORKERS = 14  # of the GPU machine's 16 cores: two for the training process
 QUICK = (dict(img_size=32, patch_size=4, in_chans=3, size="vit_tiny", depth=2), (96, 1, 4), 8)
 
 
@@ -57,15 +76,9 @@ def step_table(quick: bool, device: str, compiled: bool) -> str:
     images = torch.randn(batch, 3, size, size, generator=g)
     labels = torch.randint(0, 10, (batch,), generator=g)
     times = step.bench(
-        # min_keep: the paper's 10 at 224 px; the toy grid holds fewer tokens. Fixed-shape
-        # masks, as experiment=ijepa draws them (every variant reads the same masks).
-        partial(
-            make_ijepa,
-            encoder_kwargs,
-            predictor,
-            min_keep=10 if size >= 224 else 2,
-            fixed_shapes=8,
-        ),  # fmt: skip
+        # min_keep: the paper's 10 at 224 px; the toy grid holds fewer tokens. The paper's
+        # masks (every variant reads the same masks).
+        partial(make_ijepa, encoder_kwargs, predictor, min_keep=10 if size >= 224 else 2),
         images,
         labels,
         steps=5 if quick else STEPS,
@@ -82,7 +95,7 @@ def step_table(quick: bool, device: str, compiled: bool) -> str:
     return f"""## I-JEPA training step on the GPU (benchmarks/step.py)
 
 benchmarks/README.md's step table on the GPU: the same batch and masks every step in every
-variant, ViT-H/14 at 224 px, batch 128, predictor 12 x 384, 4 targets, fixed-shape masks
+variant, ViT-H/14 at 224 px, batch 128, predictor 12 x 384, 4 targets, the paper's masks
 (experiment=ijepa's settings),
 medians of {REPEATS} repeats of {STEPS} timed steps after {WARMUP} of warm-up, the GPU
 synchronised before each clock reading; bf16 rows only on a GPU (through Lightning: the
@@ -150,24 +163,34 @@ IJEPA_SYNTHETIC = [
 ]  # fmt: skip
 
 
-def mfu_run(quick: bool, compiled: bool, peak_tflops: float | None, steps: int) -> str:
+def mfu_run(
+    quick: bool,
+    compiled: bool,
+    peak_tflops: float | None,
+    steps: int,
+    jpeg_root: Path | None = None,
+) -> str:
     """One train.py run of the paper's model; its section: the command, the medians of its
-    logged rates over the intervals after the first (start-up and compilation), and for
-    the eager run the profile of 5 steady steps (callbacks/step_profile.py)."""
-    name = f"mfu_h14_{'compile' if compiled else 'eager'}"
+    logged rates over the intervals after the first, the time start-up and compilation add to
+    the first interval, and the profile of 5 steady steps (callbacks/step_profile.py).
+    ``jpeg_root``: an ImageNet-like JPEG folder read as data=imagenet reads ImageNet, in
+    place of data=synthetic."""
+    name = "jpeg_folder" if jpeg_root else f"mfu_h14_{'compile' if compiled else 'eager'}"
     every = 5 if quick else 20
+    data = IJEPA_SYNTHETIC if jpeg_root is None else [
+        o for o in IJEPA_SYNTHETIC if o != "data=synthetic"
+    ] + [f"data.root={jpeg_root}", "data.num_classes=10"]  # fmt: skip
     overrides = [
-        *IJEPA_SYNTHETIC, f"compile={str(compiled).lower()}", f"trainer.log_every_n_steps={every}",
+        *data, f"compile={str(compiled).lower()}", f"trainer.log_every_n_steps={every}",
         f"trainer.max_steps={steps}", "callbacks=[default,step_profile]",
         f"callbacks.step_profile.start={steps // 2 + 2}",  # clear of the logging steps
     ]  # fmt: skip
     if quick:
-        overrides += toy(quick)
+        overrides += [o for o in toy(quick) if not (jpeg_root and "train_size" in o)]
     else:
-        overrides += [
-            "data.image_size=224", "data.train_size=65536", "data.batch_size=128",
-            "data.num_workers=14",
-        ]  # fmt: skip
+        overrides += ["data.image_size=224", "data.batch_size=128"]
+        overrides += [f"data.num_workers={LOADER_WORKERS}"]
+        overrides += [] if jpeg_root else ["data.train_size=65536"]
     if peak_tflops:
         overrides.append(f"peak_tflops={peak_tflops}")
     run_dir, _ = train_run(name, overrides)
@@ -179,9 +202,15 @@ def mfu_run(quick: bool, compiled: bool, peak_tflops: float | None, steps: int) 
         if len(values) > 1
     }
     command = "    python train.py " + " ".join(overrides)
-    title = f"### {'compile=true' if compiled else 'eager'}\n\n{command}\n"
+    label = "compile=true" if compiled else "eager"
+    title = f"### {'JPEG folder, ' if jpeg_root else ''}{label}\n\n{command}\n"
     if not med.get("train/mfu"):
         return f"{title}\nNo MFU was logged.\n"
+    rates = sorted(series["train/samples_per_s"].items())
+    batch = 8 if quick else 128
+    # The first interval's seconds beyond as many steady steps: start-up and compilation.
+    warm_up = every * batch * (1 / float(rates[0][1]) - 1 / med["train/samples_per_s"])
+    RESULTS[name] = {**med, "warm_up_s": warm_up}
     intervals = [f"{float(v):.3f}" for _, v in sorted(series["train/mfu"].items())]
     peak = med["train/tflops_per_s"] / med["train/mfu"]
     metrics = json.loads((run_dir / "metrics.json").read_text())["run"]
@@ -190,7 +219,8 @@ def mfu_run(quick: bool, compiled: bool, peak_tflops: float | None, steps: int) 
 |---|---|---|---|---|---|
 | {med["train/samples_per_s"]:.1f} | {med["train/tokens_per_s"]:,.0f} | {med["train/tflops_per_s"]:.1f} | {med["train/mfu"]:.3f} | {steps - every} | {metrics.get("peak_memory_gib", "-")} / {metrics.get("estimated_peak_gib", "-")} |
 
-MFU per interval of {every} steps: {", ".join(intervals)}.
+MFU per interval of {every} steps: {", ".join(intervals)}. Start-up and compilation: the
+first interval took {warm_up:.1f} s more than {every} steady steps.
 """
     preflight = re.search(r"preflight: .* in ([0-9.]+) s", (run_dir / "train.log").read_text())
     if preflight:  # what checking the config whole costs before the run dir
@@ -199,6 +229,95 @@ MFU per interval of {every} steps: {", ".join(intervals)}.
     if profile.exists():
         section += profile_section(json.loads(profile.read_text()))
     return section
+
+
+def jpeg_folder_run(quick: bool, peak_tflops: float | None, steps: int) -> str:
+    """An ImageNet-like JPEG folder (about 500 x 375 px, 110 KB each, made by 16 processes)
+    through train.py with compile=true, as data=imagenet reads ImageNet, beside the
+    data=synthetic run of mfu_compile."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from benchmarks.stream import make_folder
+
+    root = ROOT / "logs" / "bench_gpu" / "jpegs"
+    shutil.rmtree(root, ignore_errors=True)
+    images, chunks = (64, 4) if quick else (2560, 16)
+    each = images // chunks
+    started = time.perf_counter()
+    with ProcessPoolExecutor(chunks) as pool:
+        sizes = dict(width=(450, 550), height=(325, 425))
+        jobs = [
+            pool.submit(make_folder, root, each, i, first=i * each, **sizes) for i in range(chunks)
+        ]
+        for job in jobs:
+            job.result()
+    made = time.perf_counter() - started
+    size = sum(p.stat().st_size for p in (root / "train").rglob("*.jpg")) / images / 1e3
+    section = mfu_run(quick, True, peak_tflops, steps, jpeg_root=root)
+    return (
+        f"## JPEG folder through the loader ({LOADER_WORKERS} workers)\n\n{images} JPEGs of "
+        f"about 500 x 375 px ({size:.0f} KB each) made in {made:.1f} s.\n\n{section}"
+    )
+
+
+def reference_run(quick: bool) -> str:
+    """The reference-style step (benchmarks/step.py: how the official code runs it) in bf16
+    on the paper's model and masks: its real TFLOP/s (IJEPA.count_work's FLOPs of the work
+    it does), medians of REPEATS."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    encoder_kwargs, predictor, batch = QUICK if quick else FULL
+    size = encoder_kwargs["img_size"]
+    images = torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(0))
+    labels = torch.zeros(batch, dtype=torch.long)
+    make = partial(make_ijepa, encoder_kwargs, predictor, min_keep=10 if size >= 224 else 2)
+    runs = [
+        step.loop_rate(
+            make, images, labels, steps=5 if quick else STEPS, warmup=3 if quick else WARMUP,
+            reference=True, bf16=True, device=device,
+        )
+        for _ in range(1 if quick else REPEATS)
+    ]  # fmt: skip
+    samples, tokens, tflops = (statistics.median(r[i] for r in runs) for i in range(3))
+    RESULTS["reference"] = {"train/samples_per_s": samples, "train/tflops_per_s": tflops}
+    return f"""## The reference-style step, bf16 (benchmarks/step.py)
+
+The official code's way of running the step on the same model and masks (attention written
+out, the predictor's last block on every row, a loop-over-tensors AdamW, a per-parameter EMA
+loop, a host sync per step), under bf16 autocast; medians of {1 if quick else REPEATS} repeats
+of {5 if quick else STEPS} timed steps. TFLOP/s counts the work it does (IJEPA.count_work).
+
+| samples/s | tokens/s | TFLOP/s |
+|---|---|---|
+| {samples:.1f} | {tokens:,.0f} | {tflops:.1f} |
+"""
+
+
+def targets_table() -> str:
+    """The parts' numbers against TARGETS, where the parts that give them ran."""
+    get = lambda part, key: RESULTS.get(part, {}).get(key)  # noqa: E731
+    compiled, eager = RESULTS.get("mfu_h14_compile", {}), RESULTS.get("mfu_h14_eager", {})
+    reference = get("reference", "train/tflops_per_s")
+    jpeg = get("jpeg_folder", "train/samples_per_s")
+    measured = {
+        "MFU, compile=true": compiled.get("train/mfu"),
+        "MFU, eager": eager.get("train/mfu"),
+        "start-up and compilation beyond steady steps, compile=true (s)": compiled.get("warm_up_s"),
+        "real TFLOP/s, compile=true over the reference-style step": (
+            compiled["train/tflops_per_s"] / reference if compiled and reference else None
+        ),
+        "samples/s, JPEG folder over data=synthetic (compile=true)": (
+            jpeg / compiled["train/samples_per_s"] if compiled and jpeg else None
+        ),
+    }
+    rows = []
+    for name, (sign, target) in TARGETS.items():
+        value = measured[name]
+        met = "-" if value is None else (value >= target if sign == ">=" else value <= target)
+        shown = "not run" if value is None else f"{value:.3f}"
+        rows.append(f"| {name} | {shown} | {sign} {target} | {met} |")
+    return "## Against the targets\n\n| number | measured | target | met |\n|---|---|---|---|\n" + (
+        "\n".join(rows) + "\n"
+    )
 
 
 def profile_section(report: dict) -> str:
@@ -476,7 +595,7 @@ Machine: {machine()}.
 
 ## (a) MFU at ViT-H/14, bf16 (through train.py)
 
-The paper's encoder (ViT-H/14 at 224 px, predictor 12 x 384, 4 targets, fixed-shape masks)
+The paper's encoder (ViT-H/14 at 224 px, predictor 12 x 384, 4 targets, the paper's masks)
 in bf16-mixed on data=synthetic (uint8 images, no decode: the loader cannot bound it),
 batch 128, rates logged every 20 steps by trainlab.callbacks.run_stats: medians
 over the logged intervals after the first, which holds start-up and compilation. FLOPs
@@ -488,6 +607,8 @@ backward, the predictor's), MFU against the GPU's dense bf16 peak.
     parts = {
         "mfu_eager": partial(mfu_run, args.quick, False, args.peak_tflops, steps),
         "mfu_compile": partial(mfu_run, args.quick, True, args.peak_tflops, steps),
+        "reference": partial(reference_run, args.quick),
+        "jpeg_folder": partial(jpeg_folder_run, args.quick, args.peak_tflops, steps * 2 // 3),
         "memory": partial(memory_table, args.quick),
         "resume": partial(resume_check, args.quick),
         "fsdp": partial(fsdp_run, args.quick),
@@ -506,6 +627,9 @@ backward, the predictor's), MFU against the GPU's dense bf16 peak.
         sections[-1] += f"\n({name}: {time.perf_counter() - started:.0f} s)\n"
         print(sections[-1], flush=True)
         Path(args.out).write_text("\n".join(sections))
+    sections.append(targets_table())
+    print(sections[-1], flush=True)
+    Path(args.out).write_text("\n".join(sections))
     print(f"wrote {args.out}")
     sys.exit(1 if failed else 0)
 

@@ -82,8 +82,8 @@ def loop_rate(
     fused_attention=False,
     after_step=None,
     device="cpu",
-) -> tuple[float, float]:
-    """(samples/s, tokens/s) of a bare PyTorch loop over the module's own step: masks, target forward,
+) -> tuple[float, float, float]:
+    """(samples/s, tokens/s, TFLOP/s) of a bare PyTorch loop over the module's own step: masks, target forward,
     context forward, predictor, loss, AdamW with the per-step schedules, EMA.
 
     ``reference``: the step run the way the reference I-JEPA code runs it, as GUIDE.md and the
@@ -109,7 +109,7 @@ def loop_rate(
     if reference or foreach_adamw:  # torch's own default, the reference's
         for group in optimizer.param_groups:
             group["fused"] = None
-    total, tokens = steps + warmup, 0
+    total, tokens, flops = steps + warmup, 0, 0
     for step in range(total):
         if step == warmup:
             sync(device)
@@ -135,12 +135,13 @@ def loop_rate(
             loss.item()  # its loss meter reads the loss every step: a host sync on a GPU
         else:
             model.update_target(s["ema"])
-        tokens += model.step_tokens if step >= warmup else 0  # IJEPA.count_work's count
+        if step >= warmup:  # IJEPA.count_work's counts
+            tokens, flops = tokens + model.step_tokens, flops + model.step_flops
         if after_step is not None:
             after_step()
     sync(device)
     seconds = time.perf_counter() - start
-    return steps * len(images) / seconds, tokens / seconds
+    return steps * len(images) / seconds, tokens / seconds, flops / seconds / 1e12
 
 
 # Rows of the step table: name -> loop_rate's keyword arguments (None: through Lightning).

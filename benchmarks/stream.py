@@ -41,16 +41,27 @@ COMMON = dict(
 )
 
 
-def make_folder(root: Path, images: int, seed: int = 0) -> int:
-    """``images`` JPEGs (quality 90, 320-480 x 240-400 px, smooth colour fields with
-    grain: about 75 KB each, ImageNet's average is about 110 KB) as train/<class>/ and a
-    small val/; returns the bytes of train/."""
+def make_folder(
+    root: Path,
+    images: int,
+    seed: int = 0,
+    width: tuple[int, int] = (320, 480),
+    height: tuple[int, int] = (240, 400),
+    first: int = 0,
+) -> int:
+    """``images`` JPEGs (quality 90, ``width`` x ``height`` px, smooth colour fields with
+    grain: about 75 KB each at the default sizes, ImageNet's average is about 110 KB) as
+    train/<class>/ and, where ``first`` is 0, a small val/; returns the bytes of train/.
+    ``first``: the number of the first file, so that several processes can fill one folder."""
     rng = np.random.default_rng(seed)
-    for split, n in (("train", images), ("val", CLASSES)):
-        for i in range(n):
+    for split, n in (("train", images), ("val", CLASSES if first == 0 else 0)):
+        for i in range(first, first + n):
             folder = root / split / f"class{i % CLASSES}"
             folder.mkdir(parents=True, exist_ok=True)
-            w, h = int(rng.integers(320, 481)), int(rng.integers(240, 401))
+            w, h = (
+                int(rng.integers(width[0], width[1] + 1)),
+                int(rng.integers(height[0], height[1] + 1)),
+            )
             coarse = Image.fromarray(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8))
             field = np.asarray(coarse.resize((w, h), Image.BICUBIC), dtype=np.int16)
             grain = rng.integers(-45, 46, (h, w, 3), dtype=np.int16)

@@ -17,6 +17,10 @@ def test_the_gpu_check_runs_every_part_at_toy_sizes(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     text = out.read_text()
     assert "Failed" not in text
-    for heading in ("### eager", "### compile=true", "## I-JEPA training step", "## (b)"):
+    for heading in (
+        "### eager", "### compile=true", "## The reference-style step", "## (b)",
+        "### JPEG folder, compile=true", "## Against the targets",
+    ):  # fmt: skip
         assert heading in text, heading
+    assert "not run" not in text  # every number of the closing table was measured
     assert "| kernel (or CPU operator) |" in text  # (a)'s profile
