@@ -9,6 +9,9 @@ Parts (--parts picks, in order; each is written to the file as soon as it ends):
   benchmarks/step.py) in bf16 on the same model and masks, for the ratio of real TFLOP/s;
 - jpeg_folder: compile=true again on an ImageNet-like JPEG folder (data=imagenet's
   ImageFolder, decoded by the loader's workers) beside the data=synthetic run;
+- mfu_fsdp_bf16: the eager MFU run with bf16 weights once a step (FSDP2's mixed precision)
+  in place of bf16 autocast, which casts the weights at every product and leaves LayerNorm,
+  GELU and the residual adds in float32;
 - memory: (b) peak memory of experiment=ijepa's model at 128 and 256 per GPU, with and
   without activation checkpointing, next to the estimate a run prints;
 - resume: (c) bf16-mixed, SIGTERM at step 3 and resume, losses against an uninterrupted run;
@@ -52,7 +55,7 @@ FULL = (dict(img_size=224, patch_size=14, in_chans=3, size="vit_huge"), (384, 12
 # warm-up, 3 repeats (the issue-47 measurement's blocks) keep the table to a few minutes.
 STEPS, WARMUP, REPEATS = 10, 6, 3
 PARTS = (
-    "mfu_eager", "mfu_compile", "reference", "jpeg_folder", "memory", "resume", "fsdp",
+    "mfu_eager", "mfu_compile", "reference", "jpeg_folder", "memory", "mfu_fsdp_bf16", "resume", "fsdp",
     "gloo_powersgd", "steps",
 )  # fmt: skip
 # What the parts measured, for the closing table: {part: {number: value}}.
@@ -64,7 +67,10 @@ TARGETS = {
     "start-up and compilation beyond steady steps, compile=true (s)": ("<=", 30.0),
     "real TFLOP/s, compile=true over the reference-style step": (">=", 1.6),
     "samples/s, JPEG folder over data=synthetic (compile=true)": (">=", 0.9),
+    "MFU, eager: FSDP2 bf16 weights over bf16 autocast": (">=", 1.0),
 }
+# bf16 weights once a step: FSDP2's mixed-precision policy on one rank or many.
+FSDP_BF16 = ["strategy=fsdp", "strategy.param_dtype=bfloat16", "strategy.reduce_dtype=float32"]
 LOADER_WORKERS = 14  # of the GPU machine's 16 cores: two for the training process
 QUICK = (dict(img_size=32, patch_size=4, in_chans=3, size="vit_tiny", depth=2), (96, 1, 4), 8)
 
@@ -169,13 +175,16 @@ def mfu_run(
     peak_tflops: float | None,
     steps: int,
     jpeg_root: Path | None = None,
+    fsdp_bf16: bool = False,
 ) -> str:
     """One train.py run of the paper's model; its section: the command, the medians of its
     logged rates over the intervals after the first, the time start-up and compilation add to
     the first interval, and the profile of 5 steady steps (callbacks/step_profile.py).
     ``jpeg_root``: an ImageNet-like JPEG folder read as data=imagenet reads ImageNet, in
-    place of data=synthetic."""
+    place of data=synthetic. ``fsdp_bf16``: bf16 weights once a step (FSDP2's mixed precision,
+    float32 master weights and gradient reduction) in place of bf16 autocast."""
     name = "jpeg_folder" if jpeg_root else f"mfu_h14_{'compile' if compiled else 'eager'}"
+    name += "_fsdp_bf16" if fsdp_bf16 else ""
     every = 5 if quick else 20
     data = IJEPA_SYNTHETIC if jpeg_root is None else [
         o for o in IJEPA_SYNTHETIC if o != "data=synthetic"
@@ -185,6 +194,8 @@ def mfu_run(
         f"trainer.max_steps={steps}", "callbacks=[default,step_profile]",
         f"callbacks.step_profile.start={steps // 2 + 2}",  # clear of the logging steps
     ]  # fmt: skip
+    if fsdp_bf16:
+        overrides += [*FSDP_BF16, "trainer.precision=32-true"]
     if quick:
         overrides += [o for o in toy(quick) if not (jpeg_root and "train_size" in o)]
     else:
@@ -202,7 +213,9 @@ def mfu_run(
         if len(values) > 1
     }
     command = "    python train.py " + " ".join(overrides)
-    label = "compile=true" if compiled else "eager"
+    label = ("compile=true" if compiled else "eager") + (
+        ", FSDP2 bf16 weights" if fsdp_bf16 else ""
+    )
     title = f"### {'JPEG folder, ' if jpeg_root else ''}{label}\n\n{command}\n"
     if not med.get("train/mfu"):
         return f"{title}\nNo MFU was logged.\n"
@@ -298,6 +311,7 @@ def targets_table() -> str:
     compiled, eager = RESULTS.get("mfu_h14_compile", {}), RESULTS.get("mfu_h14_eager", {})
     reference = get("reference", "train/tflops_per_s")
     jpeg = get("jpeg_folder", "train/samples_per_s")
+    fsdp_bf16 = get("mfu_h14_eager_fsdp_bf16", "train/mfu")
     measured = {
         "MFU, compile=true": compiled.get("train/mfu"),
         "MFU, eager": eager.get("train/mfu"),
@@ -307,6 +321,9 @@ def targets_table() -> str:
         ),
         "samples/s, JPEG folder over data=synthetic (compile=true)": (
             jpeg / compiled["train/samples_per_s"] if compiled and jpeg else None
+        ),
+        "MFU, eager: FSDP2 bf16 weights over bf16 autocast": (
+            fsdp_bf16 / eager["train/mfu"] if eager and fsdp_bf16 else None
         ),
     }
     rows = []
@@ -609,6 +626,9 @@ backward, the predictor's), MFU against the GPU's dense bf16 peak.
         "mfu_compile": partial(mfu_run, args.quick, True, args.peak_tflops, steps),
         "reference": partial(reference_run, args.quick),
         "jpeg_folder": partial(jpeg_folder_run, args.quick, args.peak_tflops, steps * 2 // 3),
+        "mfu_fsdp_bf16": partial(
+            mfu_run, args.quick, False, args.peak_tflops, steps * 2 // 3, fsdp_bf16=True
+        ),
         "memory": partial(memory_table, args.quick),
         "resume": partial(resume_check, args.quick),
         "fsdp": partial(fsdp_run, args.quick),
@@ -626,10 +646,9 @@ backward, the predictor's), MFU against the GPU's dense bf16 peak.
             failed += 1
         sections[-1] += f"\n({name}: {time.perf_counter() - started:.0f} s)\n"
         print(sections[-1], flush=True)
-        Path(args.out).write_text("\n".join(sections))
-    sections.append(targets_table())
-    print(sections[-1], flush=True)
-    Path(args.out).write_text("\n".join(sections))
+        # The closing table of what has run so far: a run cut short keeps it too.
+        Path(args.out).write_text("\n".join([*sections, targets_table()]))
+    print(targets_table(), flush=True)
     print(f"wrote {args.out}")
     sys.exit(1 if failed else 0)
 

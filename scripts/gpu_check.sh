@@ -10,7 +10,9 @@
 #       workers) beside data=synthetic;
 #   (b) peak memory at 128 and 256 per GPU, with and without activation checkpointing,
 #       measured and estimated;
-#   a closing table of the numbers against their targets.
+#   (a) eager again with bf16 weights once a step (FSDP2's mixed precision) in place of bf16
+#       autocast;
+#   a closing table of the numbers against their targets, rewritten after every part.
 # The earlier checks stay one flag away: --parts resume fsdp gloo_powersgd steps.
 #
 #   scripts/gpu_check.sh                      # on a CUDA machine
@@ -27,4 +29,4 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 exec timeout --signal=INT 480 "$PY" -m benchmarks.gpu \
-  --parts mfu_eager mfu_compile reference jpeg_folder memory --steps 120 "$@"
+  --parts mfu_eager mfu_compile reference jpeg_folder memory mfu_fsdp_bf16 --steps 120 "$@"

@@ -19,7 +19,7 @@ def test_the_gpu_check_runs_every_part_at_toy_sizes(tmp_path):
     assert "Failed" not in text
     for heading in (
         "### eager", "### compile=true", "## The reference-style step", "## (b)",
-        "### JPEG folder, compile=true", "## Against the targets",
+        "### JPEG folder, compile=true", "### eager, FSDP2 bf16 weights", "## Against the targets",
     ):  # fmt: skip
         assert heading in text, heading
     assert "not run" not in text  # every number of the closing table was measured
