@@ -643,7 +643,7 @@ def test_the_memory_estimate_probes_eagerly_under_compile(tmp_path):
     on an H100 (2 minutes before the first step): the probe now adds no graph at all."""
     from torch._dynamo.utils import counters
 
-    from trainlab.callbacks.memory_estimate import saved_activation_bytes
+    from trainlab.model.memory_estimate import saved_activation_bytes
     from trainlab.model.compile import compile_networks
 
     torch._dynamo.reset()

@@ -23,6 +23,7 @@ from trainlab.run.checks import check
 from trainlab.run.fit import checkpoint_step, fit_and_test, truncate_logs
 from trainlab.run.frozen_features import rate_frozen_features
 from trainlab.run.instantiate import finish_wandb
+from trainlab.run.memory_fit import record as record_fit
 from trainlab.run.run_summary import report_run
 from trainlab.run.trainer import build_trainer
 from trainlab.strategy.launcher import launch_ranks_from_config
@@ -43,7 +44,10 @@ def train(cfg: DictConfig) -> float | None:
         print_config_tree(cfg)  # once every check has passed: a refusal is a line
     # Only now, with every check passed, is anything written: a refused run leaves no trace.
     run_dir = rundir.open_run(cfg, resume=cfg.get("resume", False))
-    trainer, loggers, summary_callbacks = build_trainer(cfg, run_dir)
+    if accepted.fit is not None and rundir.is_global_zero():
+        record_fit(run_dir, accepted.fit)  # a resume and the child ranks apply it
+    # The accepted config: the memory fit's accumulation is in its trainer node.
+    trainer, loggers, summary_callbacks = build_trainer(accepted.config, run_dir)
     launcher = launch_ranks_from_config(trainer, cfg, run_dir)
     devices = getattr(trainer.strategy, "parallel_devices", None) or [trainer.strategy.root_device]
     if trainer.is_global_zero:

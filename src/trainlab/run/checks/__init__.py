@@ -57,6 +57,8 @@ class Accepted:
     model: Any
     batch: dict  # per-device and global batch, world size, accumulation, lr_scale
     config: DictConfig  # the composed config with the learning rates scaled (run/batch.py)
+    # and the memory fit's accumulation and checkpointing (run/memory_fit.py)
+    fit: Any = None  # memory_fit.Fit, where one was decided or recorded
 
 
 def check(cfg: DictConfig) -> Accepted:
@@ -66,6 +68,7 @@ def check(cfg: DictConfig) -> Accepted:
     config. ``cfg`` is not changed."""
     from trainlab.run.batch import batch_for_world  # torch and Lightning
     from trainlab.run.checks.preflight import build_model, dry_trainer, preflight
+    from trainlab.run.memory_fit import fit_run
     from trainlab.strategy.checks import check_launch
 
     adopt_submitit_local_ranks()
@@ -83,9 +86,15 @@ def check(cfg: DictConfig) -> Accepted:
     # model is built with.
     batch, settled = batch_for_world(cfg, dry_trainer(cfg), datamodule)
     model = build_model(settled)
+    # Will it fit the device? Before the run dir: a run that fits no way stops here. The
+    # model stays: the global batch, and so the learning rates, are the same.
+    fit = fit_run(settled, model, datamodule, batch["world_size"], rundir.is_global_zero())
+    if fit is not None and fit.changes(cfg):
+        fitted = fit.apply(cfg)
+        batch, settled = batch_for_world(fitted, dry_trainer(fitted), datamodule)
     if rundir.is_global_zero():
         preflight(settled, datamodule, model)  # its optimizer, callbacks, one real batch
-    return Accepted(datamodule, model, batch, settled)
+    return Accepted(datamodule, model, batch, settled, fit)
 
 
 def refuse_multirun_under_torchrun() -> None:

@@ -1,0 +1,158 @@
+"""Will the run fit the device? The estimated peak per device (model/memory_estimate.py)
+against the device's memory, decided before the run dir exists, with ``memory_fit.policy``
+for a run that does not fit:
+
+- ``accumulate``: the smallest gradient accumulation that fits. The per-device batch
+  shrinks, the global batch and the schedules stay; nothing is computed twice.
+- ``checkpoint``: activation checkpointing (``model.encoder.grad_checkpointing``), which
+  recomputes each block's forward pass in the backward pass.
+- ``refuse``: stop with the numbers.
+
+One line says what was chosen and why. A run that fits no way stops with one line (exit 2)
+before its run dir. The choice is kept in the run dir (``memory_fit.json``): a resumed run
+and a child rank apply it rather than deciding again.
+
+Every rank decides alike: the estimate is counted on the CPU, and the device's size is its
+total memory, not its free memory, which differs from rank to rank by a few megabytes.
+"""
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from trainlab.model.memory_estimate import GIB, PeakEstimate, estimate_peak, set_checkpointing
+from trainlab.utils.errors import ConfigError
+from trainlab.utils.logging import get_logger
+
+log = get_logger(__name__)
+RECORD = "memory_fit.json"
+AUTOCAST = {"bf16-mixed": torch.bfloat16, "bf16": torch.bfloat16, "16-mixed": torch.float16}
+
+
+@dataclass
+class Fit:
+    accumulate_grad_batches: int
+    grad_checkpointing: bool
+    reason: str
+
+    def changes(self, cfg: DictConfig) -> bool:
+        """Whether ``cfg`` runs otherwise than this choice."""
+        return self.accumulate_grad_batches != (
+            cfg.trainer.get("accumulate_grad_batches") or 1
+        ) or (
+            self.grad_checkpointing
+            != bool(OmegaConf.select(cfg, "model.encoder.grad_checkpointing"))
+        )
+
+    def apply(self, cfg: DictConfig) -> DictConfig:
+        """A copy of ``cfg`` with this choice."""
+        out = cfg.copy()
+        OmegaConf.update(out, "trainer.accumulate_grad_batches", self.accumulate_grad_batches)
+        if self.grad_checkpointing:
+            OmegaConf.update(out, "model.encoder.grad_checkpointing", True)
+        return out
+
+
+def device_gib(cfg: DictConfig) -> float | None:
+    """``memory_fit.device_gib``, else this rank's GPU's total memory; None on CPUs."""
+    given = OmegaConf.select(cfg, "memory_fit.device_gib")
+    if given:
+        return float(given)
+    if cfg.trainer.get("accelerator") in ("gpu", "cuda", "auto") and torch.cuda.is_available():
+        return torch.cuda.mem_get_info(int(os.environ.get("LOCAL_RANK", 0)))[1] / GIB
+    return None
+
+
+def recorded(run_dir: Path) -> Fit | None:
+    path = run_dir / RECORD
+    return Fit(**json.loads(path.read_text())) if path.is_file() else None
+
+
+def record(run_dir: Path, fit: Fit) -> None:
+    (run_dir / RECORD).write_text(json.dumps(asdict(fit), indent=1) + "\n")
+
+
+def _inputs(datamodule, n: int):
+    size, channels = datamodule.image_size, datamodule.in_chans
+    views = getattr(datamodule, "views", None)
+    sizes = [v.get("size", size) for v in views] if views else [size]
+    images = [torch.randn(n, channels, s, s) for s in sizes]
+    return images if views else images[0]
+
+
+def _gib(x: float) -> str:
+    return f"{x / GIB:.1f} GiB"
+
+
+def fit_run(cfg: DictConfig, model, datamodule, world_size: int, rank_zero: bool) -> Fit | None:
+    """The run's fit: as recorded in its run dir (a resume, a child rank), else decided;
+    the model's checkpointing set to it. Rank 0 says it in one line."""
+    run_dir = Path(cfg.paths.output_dir)
+    fit = recorded(run_dir) if cfg.get("resume") or not rank_zero else None
+    if fit is None:
+        fit = decide(cfg, model, datamodule, world_size)
+    elif rank_zero:
+        fit.reason = f"{fit.reason} (as the run dir records it)"
+    if fit is not None:
+        if fit.grad_checkpointing:
+            set_checkpointing(model, True)
+        if rank_zero:
+            log.info(fit.reason)
+    return fit
+
+
+def decide(cfg: DictConfig, model, datamodule, world_size: int) -> Fit | None:
+    """The fit of the model, built on the CPU, at the config's batch; None where nothing is
+    decided (no device size, a sharded strategy, a model without a step to probe)."""
+    device = device_gib(cfg)
+    sharded = "fsdp" in str(OmegaConf.select(cfg, "strategy._target_", default="")).lower()
+    if device is None or sharded or not hasattr(model, "loss"):
+        return None
+    policy = OmegaConf.select(cfg, "memory_fit.policy", default="accumulate")
+    margin = OmegaConf.select(cfg, "memory_fit.margin", default=0.1)
+    budget = device * (1 - margin) * GIB
+    accumulate = cfg.trainer.get("accumulate_grad_batches") or 1
+    per_device = datamodule.batch_size
+    total = per_device * world_size * accumulate  # the global batch
+    dtype = AUTOCAST.get(str(cfg.trainer.get("precision")))
+    precision = lambda: torch.autocast("cpu", dtype=dtype, enabled=dtype is not None)  # noqa: E731
+    checkpointing = bool(OmegaConf.select(cfg, "model.encoder.grad_checkpointing"))
+    estimate = estimate_peak(model, lambda n: _inputs(datamodule, n), per_device, precision)
+    room = f"{device:.0f} GiB less memory_fit.margin={margin}: {_gib(budget)}"
+    said = f"memory: estimated peak {_gib(estimate.peak)} per device at {per_device} images"
+    if estimate.peak <= budget:
+        return Fit(accumulate, checkpointing, f"{said} fits ({room})")
+    if policy == "accumulate":
+        for more in range(accumulate + 1, total // world_size + 1):
+            if total % (world_size * more) == 0:
+                smaller = estimate.at(total // (world_size * more))
+                if smaller.peak <= budget:
+                    return Fit(more, checkpointing, _chosen(said, room, smaller, more, total))
+    elif policy == "checkpoint" and not checkpointing:
+        if OmegaConf.select(cfg, "model.encoder.grad_checkpointing") is not None:
+            before = set_checkpointing(model, True)
+            recomputed = estimate_peak(
+                model, lambda n: _inputs(datamodule, n), per_device, precision
+            )
+            if recomputed.peak <= budget:
+                return Fit(accumulate, True, f"{said} does not fit ({room}): "
+                           f"model.encoder.grad_checkpointing=true, {_gib(recomputed.peak)} "
+                           "(memory_fit.policy=checkpoint)")  # fmt: skip
+            set_checkpointing(model, before)
+    raise ConfigError(
+        f"{said} does not fit ({room}) and memory_fit.policy={policy} finds no way: "
+        "set memory_fit.policy=accumulate or checkpoint, model.encoder.grad_checkpointing=true, "
+        "strategy=fsdp, or a smaller data.global_batch_size"
+    )
+
+
+def _chosen(said: str, room: str, smaller: PeakEstimate, more: int, total: int) -> str:
+    return (
+        f"{said} does not fit ({room}): trainer.accumulate_grad_batches={more}, "
+        f"{smaller.batch} images a step, {_gib(smaller.peak)} (memory_fit.policy=accumulate; "
+        f"the global batch of {total} and the schedules unchanged)"
+    )
