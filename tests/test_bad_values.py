@@ -93,6 +93,10 @@ ROWS = [
     # types the config gives a key, held on the command line (run/checks/override_types.py)
     ("compile=maybe", "compile takes true or false"),
     ("matmul_precision=fast", "matmul_precision='fast' is not valid: give one of highest"),
+    # a run that fits its device no way, before its run dir (run/memory_fit.py)
+    ("memory_fit.device_gib=0.0001", "does not fit (0.0001 GiB less memory_fit.margin"),
+    ("memory_fit.policy=maybe", "memory_fit.policy='maybe' is not valid"),
+    ("memory_fit.margin=1.5", "memory_fit.margin=1.5 is not valid"),
     ("test=maybe", "test takes true or false"),
     ("resume=no", "resume takes true or false"),
     ("features.baselines=2", "features.baselines takes true or false"),

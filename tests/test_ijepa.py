@@ -643,8 +643,8 @@ def test_the_memory_estimate_probes_eagerly_under_compile(tmp_path):
     on an H100 (2 minutes before the first step): the probe now adds no graph at all."""
     from torch._dynamo.utils import counters
 
-    from trainlab.model.memory_estimate import saved_activation_bytes
     from trainlab.model.compile import compile_networks
+    from trainlab.model.memory_estimate import saved_activation_bytes
 
     torch._dynamo.reset()
     model, _ = tiny_ijepa(tmp_path)

@@ -85,7 +85,7 @@ def _inputs(datamodule, n: int):
 
 
 def _gib(x: float) -> str:
-    return f"{x / GIB:.1f} GiB"
+    return f"{x / GIB:.3g} GiB"
 
 
 def fit_run(cfg: DictConfig, model, datamodule, world_size: int, rank_zero: bool) -> Fit | None:
@@ -105,15 +105,19 @@ def fit_run(cfg: DictConfig, model, datamodule, world_size: int, rank_zero: bool
     return fit
 
 
-def decide(cfg: DictConfig, model, datamodule, world_size: int) -> Fit | None:
+def decide(
+    cfg: DictConfig, model, datamodule, world_size: int, estimate: PeakEstimate | None = None
+) -> Fit | None:
     """The fit of the model, built on the CPU, at the config's batch; None where nothing is
-    decided (no device size, a sharded strategy, a model without a step to probe)."""
+    decided (no device size, a sharded strategy, a model without a step to probe).
+    ``estimate``: the model's, where it is known (benchmarks/fit_table.py: one model, many
+    devices)."""
     device = device_gib(cfg)
     sharded = "fsdp" in str(OmegaConf.select(cfg, "strategy._target_", default="")).lower()
     if device is None or sharded or not hasattr(model, "loss"):
         return None
     policy = OmegaConf.select(cfg, "memory_fit.policy", default="accumulate")
-    margin = OmegaConf.select(cfg, "memory_fit.margin", default=0.1)
+    margin = OmegaConf.select(cfg, "memory_fit.margin", default=0.2)
     budget = device * (1 - margin) * GIB
     accumulate = cfg.trainer.get("accumulate_grad_batches") or 1
     per_device = datamodule.batch_size
@@ -121,8 +125,10 @@ def decide(cfg: DictConfig, model, datamodule, world_size: int) -> Fit | None:
     dtype = AUTOCAST.get(str(cfg.trainer.get("precision")))
     precision = lambda: torch.autocast("cpu", dtype=dtype, enabled=dtype is not None)  # noqa: E731
     checkpointing = bool(OmegaConf.select(cfg, "model.encoder.grad_checkpointing"))
-    estimate = estimate_peak(model, lambda n: _inputs(datamodule, n), per_device, precision)
-    room = f"{device:.0f} GiB less memory_fit.margin={margin}: {_gib(budget)}"
+    if estimate is None:
+        estimate = estimate_peak(model, lambda n: _inputs(datamodule, n), per_device, precision)
+    estimate = estimate.at(per_device)
+    room = f"{device:.3g} GiB less memory_fit.margin={margin}: {_gib(budget)}"
     said = f"memory: estimated peak {_gib(estimate.peak)} per device at {per_device} images"
     if estimate.peak <= budget:
         return Fit(accumulate, checkpointing, f"{said} fits ({room})")
@@ -143,10 +149,10 @@ def decide(cfg: DictConfig, model, datamodule, world_size: int) -> Fit | None:
                            f"model.encoder.grad_checkpointing=true, {_gib(recomputed.peak)} "
                            "(memory_fit.policy=checkpoint)")  # fmt: skip
             set_checkpointing(model, before)
+    others = " or ".join(p for p in ("accumulate", "checkpoint") if p != policy)
     raise ConfigError(
-        f"{said} does not fit ({room}) and memory_fit.policy={policy} finds no way: "
-        "set memory_fit.policy=accumulate or checkpoint, model.encoder.grad_checkpointing=true, "
-        "strategy=fsdp, or a smaller data.global_batch_size"
+        f"{said} does not fit ({room}) and memory_fit.policy={policy} finds no way: set "
+        f"memory_fit.policy={others}, strategy=fsdp, or a smaller data.global_batch_size"
     )
 
 

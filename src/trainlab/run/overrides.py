@@ -30,6 +30,8 @@ RESUME_MAY_CHANGE = (
     "run_name",  # saved as ${now:...} when the first command did not name the run
     "tags",
     "compile",
+    "matmul_precision",
+    "memory_fit.",  # the device may differ; the run keeps the choice its run dir records
     "data.num_workers",
     "data.pin_memory",
     "data.persistent_workers",

@@ -1,0 +1,122 @@
+"""Will the run fit its device (run/memory_fit.py)? Decided before the run dir from the
+estimated peak (model/memory_estimate.py), for a device of a given size on this CPU."""
+
+import json
+import signal
+
+import hydra
+import pytest
+import torch
+from conftest import compose_cfg, run_in_process
+
+import trainlab.commands
+from trainlab.model.memory_estimate import GIB, estimate_peak
+from trainlab.run.memory_fit import decide
+from trainlab.utils.errors import ConfigError
+
+JOB = ["experiment=ijepa_digits", "data.global_batch_size=64", "model.encoder.depth=2"]
+
+
+def built(tmp_path, *overrides):
+    cfg = compose_cfg(tmp_path, [*JOB, *overrides])
+    datamodule = hydra.utils.instantiate(cfg.data)
+    datamodule.setup()
+    return cfg, hydra.utils.instantiate(cfg.model), datamodule
+
+
+def device_between(tmp_path, small: int, large: int) -> float:
+    """A device size (GiB) whose budget, less memory_fit's margin, holds the step at
+    ``small`` images per device and not at ``large``."""
+    cfg, model, datamodule = built(tmp_path)
+    estimate = estimate_peak(model, lambda n: torch.randn(n, 1, 16, 16), large)
+    middle = (estimate.at(small).peak + estimate.peak) / 2
+    return middle / GIB / (1 - cfg.memory_fit.margin)
+
+
+def test_the_smallest_accumulation_that_fits_is_chosen_and_each_policy_does_what_it_says(tmp_path):
+    device = device_between(tmp_path, 16, 32)  # 64 a step and 32 do not fit, 16 does
+    cfg, model, datamodule = built(tmp_path, f"memory_fit.device_gib={device}")
+    fit = decide(cfg, model, datamodule, world_size=1)
+    assert (fit.accumulate_grad_batches, fit.grad_checkpointing) == (4, False)
+    assert "trainer.accumulate_grad_batches=4, 16 images a step" in fit.reason
+    assert "global batch of 64" in fit.reason
+
+    # Twice the device: 64 images a step fit as configured, and nothing changes.
+    cfg, model, datamodule = built(tmp_path, f"memory_fit.device_gib={device * 64}")
+    fit = decide(cfg, model, datamodule, world_size=1)
+    assert (fit.accumulate_grad_batches, fit.grad_checkpointing) == (1, False)
+    assert not fit.changes(cfg) and "fits" in fit.reason
+
+    cfg, model, datamodule = built(
+        tmp_path, f"memory_fit.device_gib={device}", "memory_fit.policy=refuse"
+    )
+    with pytest.raises(ConfigError, match=r"memory_fit.policy=refuse finds no way"):
+        decide(cfg, model, datamodule, world_size=1)
+
+    # checkpoint: the checkpointed step at 64 images against a device just above it
+    cfg, model, datamodule = built(tmp_path, "model.encoder.grad_checkpointing=true")
+    checkpointed = estimate_peak(model, lambda n: torch.randn(n, 1, 16, 16), 64).peak
+    plain = estimate_peak(built(tmp_path)[1], lambda n: torch.randn(n, 1, 16, 16), 64).peak
+    assert checkpointed < plain  # checkpointing saves more than it recomputes here
+    size = (checkpointed + plain) / 2 / GIB / (1 - cfg.memory_fit.margin)
+    cfg, model, datamodule = built(
+        tmp_path, f"memory_fit.device_gib={size}", "memory_fit.policy=checkpoint"
+    )
+    fit = decide(cfg, model, datamodule, world_size=1)
+    assert (fit.accumulate_grad_batches, fit.grad_checkpointing) == (1, True)
+    assert model.encoder.grad_checkpointing and model.predictor.grad_checkpointing
+
+
+@pytest.mark.slow  # four train.py runs of a small I-JEPA
+def test_a_run_that_does_not_fit_trains_as_with_the_accumulation_by_hand_and_resumes_so(
+    tmp_path, monkeypatch
+):
+    """The chosen accumulation gives the global batch, the schedules and every step's loss of
+    a run given that accumulation by hand, bitwise; stopped and resumed on a device where
+    the step would fit whole, the run keeps its choice (memory_fit.json)."""
+    device = device_between(tmp_path, 32, 64)  # 2 x 32 images a step
+    job = [
+        *JOB, "trainer.max_epochs=1", "trainer.limit_train_batches=6", "trainer.limit_val_batches=1",
+        "trainer.log_every_n_steps=1", "test=false", "features.enabled=false",
+        "extras.print_config=false", f"paths.log_dir={tmp_path}",
+    ]  # fmt: skip
+    stop = ["+callbacks.stop._target_=signal_at_step.SignalAtStep", "+callbacks.stop.step=3",
+            "+callbacks.stop.name=SIGTERM"]  # fmt: skip
+
+    def run(*a):
+        return run_in_process(trainlab.commands.train_command, ["train.py", *job, *a], monkeypatch)
+
+    assert run("run_name=fitted", f"memory_fit.device_gib={device}") == 0
+    assert run("run_name=by_hand", "trainer.accumulate_grad_batches=2") == 0
+    assert run("run_name=cut", f"memory_fit.device_gib={device}", *stop) == 128 + signal.SIGTERM
+    assert run("run_name=cut", "resume=true", f"memory_fit.device_gib={device * 100}") == 0
+    runs = tmp_path / "train" / "runs"
+    facts = {}
+    for name in ("fitted", "by_hand", "cut"):
+        run_facts = json.loads((runs / name / "metrics.json").read_text())["run"]
+        facts[name] = {k: run_facts[k] for k in ("accumulate_grad_batches", "global_batch_size")}
+    assert (
+        facts["fitted"]
+        == facts["by_hand"]
+        == facts["cut"]
+        == {
+            "accumulate_grad_batches": 2,
+            "global_batch_size": 64,
+        }
+    )
+    assert (
+        json.loads((runs / "cut" / "memory_fit.json").read_text())["accumulate_grad_batches"] == 2
+    )
+    assert not (runs / "by_hand" / "memory_fit.json").exists()  # no device size: no decision
+    for key in ("train/loss_step", "train/lr"):
+        series = {name: logged(runs / name, key) for name in ("fitted", "by_hand", "cut")}
+        assert len(series["fitted"]) == 3  # 6 batches, 2 a step
+        assert series["fitted"] == series["by_hand"] == series["cut"], series
+
+
+def logged(run_dir, key: str) -> dict[str, str]:
+    """{step: value as written} of a logged key (a resumed run's rows, read once each)."""
+    import csv
+
+    with (run_dir / "csv" / "metrics.csv").open() as f:
+        return {r["step"]: r[key] for r in csv.DictReader(f) if r.get(key)}
