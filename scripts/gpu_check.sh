@@ -10,6 +10,8 @@
 #       workers) beside data=synthetic;
 #   (b) peak memory at 128 and 256 per GPU, with and without activation checkpointing,
 #       measured and estimated;
+#   one GPU of the 8-GPU command (a global batch of 256 on one device): what memory_fit
+#       chose, and no out of memory;
 #   (a) eager again with bf16 weights once a step (FSDP2's mixed precision) in place of bf16
 #       autocast;
 #   a closing table of the numbers against their targets, rewritten after every part.
@@ -29,4 +31,5 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 exec timeout --signal=INT 480 "$PY" -m benchmarks.gpu \
-  --parts mfu_eager mfu_compile reference jpeg_folder memory mfu_fsdp_bf16 --steps 120 "$@"
+  --parts mfu_eager mfu_compile reference jpeg_folder memory headline_fit mfu_fsdp_bf16 \
+  --steps 120 "$@"

@@ -19,8 +19,11 @@ def test_the_gpu_check_runs_every_part_at_toy_sizes(tmp_path):
     assert "Failed" not in text
     for heading in (
         "### eager", "### compile=true", "## The reference-style step", "## (b)",
-        "### JPEG folder, compile=true", "### eager, FSDP2 bf16 weights", "## Against the targets",
+        "### JPEG folder, compile=true", "### eager, FSDP2 bf16 weights", "## One GPU of the 8-GPU command",
+        "## Against the targets",
     ):  # fmt: skip
         assert heading in text, heading
-    assert "not run" not in text  # every number of the closing table was measured
+    unmeasured = [line for line in text.splitlines() if "| not run |" in line]
+    assert all("peak memory" in line for line in unmeasured), unmeasured  # no CUDA peak here
+    assert "memory: estimated peak" in text  # the headline command said what it chose
     assert "| kernel (or CPU operator) |" in text  # (a)'s profile
