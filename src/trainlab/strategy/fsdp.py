@@ -87,20 +87,25 @@ class FSDPStrategy(ModelParallelStrategy):
             apply_activation_checkpointing(
                 module, check_fn=lambda m: isinstance(m, self.shard_classes)
             )
-        options = {
-            "mesh": self.device_mesh["data_parallel"],
-            "reshard_after_forward": self.reshard_after_forward,
-            "mp_policy": self.mp_policy,
-        }
+        mesh, policy = self.device_mesh["data_parallel"], self.mp_policy
+
+        def shard(unit: torch.nn.Module) -> None:
+            # A unit no gradient reaches (an EMA target) has no backward to reshard it: kept
+            # whole after its forward, its parameters would meet the sharded ones of the
+            # network it follows as plain tensors in the EMA update.
+            trained = any(p.requires_grad for p in unit.parameters())
+            reshard = self.reshard_after_forward or not trained
+            fully_shard(unit, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+
         in_blocks = set()
         for block in module.modules():
             if isinstance(block, self.shard_classes):
                 in_blocks.update(id(m) for m in block.modules())
-                fully_shard(block, **options)
+                shard(block)
         for child in reversed(list(module.modules())):  # descendants before ancestors
             own = any(True for _ in child.parameters(recurse=False))
             if own and id(child) not in in_blocks:
-                fully_shard(child, **options)
+                shard(child)
                 for name in self.forward_methods:
                     if hasattr(child, name):
                         register_fsdp_forward_method(child, name)
