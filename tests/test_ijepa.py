@@ -556,8 +556,8 @@ def test_stochastic_depth_regularises_the_context_encoder_never_the_targets(tmp_
 
 def test_bf16_on_a_cpu_writes_attention_out_and_float32_keeps_it_fused(tmp_path):
     """callbacks.cpu_bf16_attention: every attention layer of encoder, target and predictor
-    switches in a bf16 run on a CPU (torch's fused CPU backward is slow in bf16), none in
-    float32."""
+    switches in a bf16 run on a CPU (torch's fused CPU backward is slow in bf16), under bf16
+    autocast or FSDP's bf16 parameters; none in float32."""
     from types import SimpleNamespace
 
     from trainlab.callbacks.cpu_bf16_attention import CpuBf16Attention
@@ -565,12 +565,21 @@ def test_bf16_on_a_cpu_writes_attention_out_and_float32_keeps_it_fused(tmp_path)
     def fused_flags(model):
         return [m.fused_attn for m in model.modules() if hasattr(m, "fused_attn")]
 
-    model, _ = tiny_ijepa(tmp_path)
-    assert len(fused_flags(model)) == 3 and all(fused_flags(model))  # encoder, target, predictor
-    CpuBf16Attention().on_fit_start(SimpleNamespace(precision="32-true"), model)
-    assert all(fused_flags(model))
-    CpuBf16Attention().on_fit_start(SimpleNamespace(precision="bf16-mixed"), model)
-    assert not any(fused_flags(model))
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    def trainer(precision: str, param_dtype=None):
+        policy = MixedPrecisionPolicy(param_dtype=param_dtype)
+        return SimpleNamespace(precision=precision, strategy=SimpleNamespace(mp_policy=policy))
+
+    for bf16 in (trainer("bf16-mixed"), trainer("32-true", torch.bfloat16)):  # autocast, FSDP's
+        model, _ = tiny_ijepa(tmp_path)
+        assert len(fused_flags(model)) == 3 and all(
+            fused_flags(model)
+        )  # encoder, target, predictor
+        CpuBf16Attention().on_fit_start(trainer("32-true"), model)
+        assert all(fused_flags(model))
+        CpuBf16Attention().on_fit_start(bf16, model)
+        assert not any(fused_flags(model))
 
 
 def test_compile_traces_each_block_once_for_every_layer_and_every_mask_count(tmp_path):
