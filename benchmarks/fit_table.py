@@ -13,7 +13,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from trainlab.model.memory_estimate import GIB, estimate_peak
-from trainlab.run.memory_fit import AUTOCAST, _inputs, decide
+from trainlab.run.memory_fit import AUTOCAST, decide, random_inputs
 from trainlab.utils.machine import machine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +31,7 @@ def main() -> None:
     dtype = AUTOCAST[cfg.trainer.precision]
     estimate = estimate_peak(
         model,
-        lambda n: _inputs(datamodule, n),
+        lambda n: random_inputs(datamodule, n),
         datamodule.batch_size,
         lambda: torch.autocast("cpu", dtype=dtype),
     )

@@ -1,11 +1,10 @@
 """A printed estimate of a self-supervised run's peak memory per device, before its first step
 (model/memory_estimate.py), on the run's device under its precision."""
 
-import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy
 
-from trainlab.model.memory_estimate import GIB, estimate_peak
+from trainlab.model.memory_estimate import GIB, estimate_peak, random_batch
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
@@ -28,7 +27,7 @@ class MemoryEstimate(Callback):
         views = getattr(trainer.datamodule, "views", None)
         estimate = estimate_peak(
             pl_module,
-            lambda n: random_images(example, views, n, pl_module.device),
+            lambda n: random_batch(example.shape[1], example.shape[-1], views, n, pl_module.device),
             batch,
             trainer.precision_plugin.forward_context,
             self.probe_batches,
@@ -50,11 +49,3 @@ class MemoryEstimate(Callback):
 
     def summary(self) -> dict:
         return self.estimate or {}
-
-
-def random_images(example: torch.Tensor, views, n: int, device) -> torch.Tensor | list:
-    """n random images shaped like the training batches: a list of views with data.views."""
-    channels, size = example.shape[1], example.shape[-1]
-    sizes = [v.get("size", size) for v in views] if views else [size]
-    images = [torch.randn(n, channels, s, s, device=device) for s in sizes]
-    return images if views else images[0]

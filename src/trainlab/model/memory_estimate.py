@@ -53,6 +53,14 @@ def saved_activation_bytes(module, images) -> int:
     return total
 
 
+def random_batch(channels: int, size: int, views, n: int, device="cpu"):
+    """n random images shaped like a training batch: a list of views where the data has
+    views (data.views, each view's own size)."""
+    sizes = [v.get("size", size) for v in views] if views else [size]
+    images = [torch.randn(n, channels, s, s, device=device) for s in sizes]
+    return images if views else images[0]
+
+
 def checkpointed_blocks(model: torch.nn.Module) -> int:
     """How many blocks run under activation checkpointing in a training step (the networks
     with ``grad_checkpointing`` on, and trained: a target encoder runs without gradients)."""

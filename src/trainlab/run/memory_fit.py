@@ -24,7 +24,13 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from trainlab.model.memory_estimate import GIB, PeakEstimate, estimate_peak, set_checkpointing
+from trainlab.model.memory_estimate import (
+    GIB,
+    PeakEstimate,
+    estimate_peak,
+    random_batch,
+    set_checkpointing,
+)
 from trainlab.utils.errors import ConfigError
 from trainlab.utils.logging import get_logger
 
@@ -76,12 +82,10 @@ def record(run_dir: Path, fit: Fit) -> None:
     (run_dir / RECORD).write_text(json.dumps(asdict(fit), indent=1) + "\n")
 
 
-def _inputs(datamodule, n: int):
-    size, channels = datamodule.image_size, datamodule.in_chans
+def random_inputs(datamodule, n: int):
+    """n random images shaped like the data module's training batches, on the CPU."""
     views = getattr(datamodule, "views", None)
-    sizes = [v.get("size", size) for v in views] if views else [size]
-    images = [torch.randn(n, channels, s, s) for s in sizes]
-    return images if views else images[0]
+    return random_batch(datamodule.in_chans, datamodule.image_size, views, n)
 
 
 def _gib(x: float) -> str:
@@ -126,7 +130,9 @@ def decide(
     precision = lambda: torch.autocast("cpu", dtype=dtype, enabled=dtype is not None)  # noqa: E731
     checkpointing = bool(OmegaConf.select(cfg, "model.encoder.grad_checkpointing"))
     if estimate is None:
-        estimate = estimate_peak(model, lambda n: _inputs(datamodule, n), per_device, precision)
+        estimate = estimate_peak(
+            model, lambda n: random_inputs(datamodule, n), per_device, precision
+        )
     estimate = estimate.at(per_device)
     room = f"{device:.3g} GiB less memory_fit.margin={margin}: {_gib(budget)}"
     said = f"memory: estimated peak {_gib(estimate.peak)} per device at {per_device} images"
@@ -142,7 +148,7 @@ def decide(
         if OmegaConf.select(cfg, "model.encoder.grad_checkpointing") is not None:
             before = set_checkpointing(model, True)
             recomputed = estimate_peak(
-                model, lambda n: _inputs(datamodule, n), per_device, precision
+                model, lambda n: random_inputs(datamodule, n), per_device, precision
             )
             if recomputed.peak <= budget:
                 return Fit(accumulate, True, f"{said} does not fit ({room}): "
