@@ -1,10 +1,11 @@
 """``compile=true``: torch.compile a LightningModule's networks in place, one repeated layer
 at a time (regional compilation).
 
-A transformer is its block 12 to 40 times over: compiling the block once, and reusing that
-graph in every layer, compiles in seconds what compiling the whole network does in minutes
-(torch's regional compilation recipe). The token count is marked dynamic where it varies
-(networks/vit.py's run_blocks): one graph then serves every count of I-JEPA's masks.
+A transformer is its block 12 to 40 times over: compiled once, the block's graph serves
+every layer (torch's regional compilation recipe, made for compile time: with whole
+networks compiled, an H200 took about 105 s to the first steady step of ViT-H/14). The token
+count is marked dynamic where it varies (networks/vit.py's run_blocks): one graph then
+serves every count of I-JEPA's masks.
 """
 
 import lightning as L
@@ -14,9 +15,9 @@ from torch import nn
 
 def repeated_layers(network: nn.Module) -> list[nn.Module]:
     """The layers of each stack in ``network`` (a ModuleList or Sequential of modules of one
-    class: a ViT's blocks, a ResNet stage's blocks): what regional compilation compiles. timm names its
-    stacks differently per family (``blocks``, ``layer1``, ``stages.0.blocks``), so they are
-    found by shape, not name."""
+    class: a ViT's blocks, a ResNet stage's blocks): what regional compilation compiles.
+    timm names its stacks differently per family (``blocks``, ``layer1``,
+    ``stages.0.blocks``), so they are found by shape, not name."""
     layers, stacks = [], [network]
     while stacks:
         module = stacks.pop()
