@@ -97,15 +97,14 @@ def fit_run(cfg: DictConfig, model, datamodule, world_size: int, rank_zero: bool
     the model's checkpointing set to it. Rank 0 says it in one line."""
     run_dir = Path(cfg.paths.output_dir)
     fit = recorded(run_dir) if cfg.get("resume") or not rank_zero else None
+    source = " (as the run dir records it)" if fit is not None else ""
     if fit is None:
         fit = decide(cfg, model, datamodule, world_size)
-    elif rank_zero:
-        fit.reason = f"{fit.reason} (as the run dir records it)"
     if fit is not None:
         if fit.grad_checkpointing:
             set_checkpointing(model, True)
         if rank_zero:
-            log.info(fit.reason)
+            log.info(fit.reason + source)
     return fit
 
 
