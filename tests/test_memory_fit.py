@@ -104,9 +104,9 @@ def test_a_run_that_does_not_fit_trains_as_with_the_accumulation_by_hand_and_res
             "global_batch_size": 64,
         }
     )
-    assert (
-        json.loads((runs / "cut" / "memory_fit.json").read_text())["accumulate_grad_batches"] == 2
-    )
+    kept = json.loads((runs / "cut" / "memory_fit.json").read_text())
+    assert kept == json.loads((runs / "fitted" / "memory_fit.json").read_text())  # as decided
+    assert kept["accumulate_grad_batches"] == 2
     assert not (runs / "by_hand" / "memory_fit.json").exists()  # no device size: no decision
     for key in ("train/loss_step", "train/lr"):
         series = {name: logged(runs / name, key) for name in ("fitted", "by_hand", "cut")}
