@@ -12,7 +12,12 @@ class ConvNet(nn.Module):
     ``num_classes=0`` returns the pooled features (``num_features`` wide) instead of logits.
     """
 
-    def __init__(self, in_chans: Count = 3, num_classes: Count = 10, widths=(32, 64, 128)):
+    def __init__(
+        self,
+        in_chans: Count = 3,
+        num_classes: Count = 10,
+        widths: tuple[Count, ...] = (32, 64, 128),
+    ):
         super().__init__()
         layers, prev = [], in_chans
         for width in widths:
