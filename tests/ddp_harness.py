@@ -222,7 +222,11 @@ compute_dtypes, scattered_dtypes = set(), set()
 model.block.attn.register_forward_pre_hook(
     lambda module, args: compute_dtypes.add(str(module.qkv.weight.dtype))
 )
-reduce_scatter = dist.reduce_scatter_single  # what FSDP2 calls for the gradients
+# what FSDP2 calls for the gradients (torch 2.14 renamed reduce_scatter_tensor)
+SCATTER = (
+    "reduce_scatter_single" if hasattr(dist, "reduce_scatter_single") else "reduce_scatter_tensor"
+)
+reduce_scatter = getattr(dist, SCATTER)
 
 
 def recording_reduce_scatter(*args, **kwargs):
@@ -230,14 +234,14 @@ def recording_reduce_scatter(*args, **kwargs):
     return reduce_scatter(*args, **kwargs)
 
 
-dist.reduce_scatter_single = recording_reduce_scatter
+setattr(dist, SCATTER, recording_reduce_scatter)
 strategy = FSDPStrategy(
     shard_modules=["timm.models.vision_transformer.Block"],
     param_dtype="bfloat16",
     reduce_dtype="float32",
 )
 trainer(strategy, max_steps=3).fit(model, loader(4))
-dist.reduce_scatter_single = reduce_scatter
+setattr(dist, SCATTER, reduce_scatter)
 report["fsdp_bf16_compute_dtypes"] = sorted(compute_dtypes)
 report["fsdp_bf16_scattered_dtypes"] = sorted(scattered_dtypes)
 report["fsdp_bf16_losses"] = model.losses

@@ -406,6 +406,6 @@ def test_ddp_is_built_on_the_stream_that_trains(monkeypatch):
     strategy = ddp.DDPStrategy(bucket_cap_mb=5)
     monkeypatch.setattr(strategy, "determine_ddp_device_ids", lambda: [0])  # a CUDA device
     model = torch.nn.Linear(2, 2)
-    strategy._setup_model(model)
+    strategy.wrap_model(model)
     assert built == {"module": model, "device_ids": [0], "bucket_cap_mb": 5}
     assert entered == []

@@ -21,6 +21,7 @@ from trainlab.networks.grad_strides import keep_grad_strides, same_layout
 from trainlab.networks.masks import step_generator
 from trainlab.networks.vit import ViTEncoder
 from trainlab.networks.weights import export_encoder
+from trainlab.utils import torch_internals
 from trainlab.utils.ddp_buffers import keep_out_of_buffer_broadcast
 
 FAMILIES = ["resnet", "convnext"]
@@ -127,10 +128,10 @@ def test_a_probe_reads_any_family_and_decays_by_timms_layer_groups():
 
 def test_buffers_kept_from_ddps_broadcast_add_to_the_list():
     module = torch.nn.Module()
-    module._ddp_params_and_buffers_to_ignore = ["a.x"]
+    torch_internals.set_ddp_ignored_names(module, {"a.x"})
     keep_out_of_buffer_broadcast(module, ["b.y"])
     keep_out_of_buffer_broadcast(module, ["a.x", "c.z"])
-    assert sorted(module._ddp_params_and_buffers_to_ignore) == ["a.x", "b.y", "c.z"]
+    assert torch_internals.ddp_ignored_names(module) == {"a.x", "b.y", "c.z"}
 
 
 @pytest.mark.slow  # two train.py runs (about 40 s): make test-slow

@@ -11,10 +11,10 @@ import traceback
 
 import torch
 from conftest import compose_cfg
-from lightning.pytorch.loops.training_epoch_loop import _TrainingEpochLoop
 from torch.overrides import TorchFunctionMode
 
 from trainlab.run.training import train
+from trainlab.utils.lightning_internals import TrainingEpochLoop
 
 READS = {
     torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__bool__, torch.Tensor.__float__,
@@ -47,13 +47,13 @@ class RecordReads(TorchFunctionMode):
 
 def test_steps_that_do_not_log_read_nothing_from_the_device(tmp_path, monkeypatch):
     reads = collections.defaultdict(list)
-    advance = _TrainingEpochLoop.advance
+    advance = TrainingEpochLoop.advance
 
     def recorded(loop, data_fetcher):  # one batch: transfer, step, callbacks, logging
         with RecordReads(loop.trainer.global_step, reads):
             return advance(loop, data_fetcher)
 
-    monkeypatch.setattr(_TrainingEpochLoop, "advance", recorded)
+    monkeypatch.setattr(TrainingEpochLoop, "advance", recorded)
     cfg = compose_cfg(
         tmp_path,
         [

@@ -14,6 +14,7 @@ from conftest import compose_cfg, logged_series
 from trainlab.model.ijepa import IJEPA
 from trainlab.optim.schedules import cosine, linear, warmup_cosine
 from trainlab.run.training import train
+from trainlab.utils import lightning_internals, torch_internals
 from trainlab.utils.machine import cpu_model
 
 
@@ -47,7 +48,7 @@ def test_a_schedule_scale_stretches_the_schedules_past_the_run_but_not_the_warm_
     at = {}
     for scale in (1.0, 2.0):
         model, _ = tiny_ijepa(tmp_path, f"model.schedule_scale={scale}", "model.warmup_epochs=1")
-        model._trainer = run
+        lightning_internals.attach_trainer(model, run)
         at[scale] = {step: model.schedules(step) for step in (10, 100)}
     assert at[1.0][10]["lr"] == at[2.0][10]["lr"] == pytest.approx(model.hparams.lr[1])  # peak
     assert at[1.0][100]["ema"] == pytest.approx(1.0)  # the paper's: frozen at the end
@@ -63,7 +64,9 @@ def test_the_ema_schedule_shape_is_config(tmp_path):
     from types import SimpleNamespace
 
     model, _ = tiny_ijepa(tmp_path, "model.ema_shape=cosine", "model.schedule_scale=1")
-    model._trainer = SimpleNamespace(estimated_stepping_batches=100, max_epochs=10)
+    lightning_internals.attach_trainer(
+        model, SimpleNamespace(estimated_stepping_batches=100, max_epochs=10)
+    )
     ema = [model.schedules(step)["ema"] for step in (0, 25, 50, 100)]
     assert ema == pytest.approx([cosine(s, 100, *model.hparams.ema) for s in (0, 25, 50, 100)])
     assert ema[1] != pytest.approx(linear(25, 100, *model.hparams.ema))  # not the linear one
@@ -290,19 +293,17 @@ def test_compiled_steps_match_eager_in_bf16_and_stop_recompiling_after_warm_up(t
     bf16 tolerance, and no new graph after the first 3 steps."""
     import copy
 
-    from torch._dynamo.utils import counters
-
     from trainlab.model.compile import compile_networks
     from trainlab.networks.masks import step_generator
 
-    torch._dynamo.reset()
+    torch.compiler.reset()
     eager, _ = tiny_ijepa(tmp_path, "data.image_size=32")  # an 8 x 8 grid: many counts
     compiled = copy.deepcopy(eager)
     compile_networks(compiled)
     images = torch.randn(8, 1, 32, 32)
     for step in range(20):
         if step == 3:
-            graphs = counters["stats"]["unique_graphs"]
+            graphs = torch_internals.unique_graphs()
         losses = []
         for model in (eager, compiled):
             model.zero_grad()
@@ -313,7 +314,22 @@ def test_compiled_steps_match_eager_in_bf16_and_stop_recompiling_after_warm_up(t
         # bf16 keeps 8 bits of mantissa: inductor's fused kernels round in other places
         torch.testing.assert_close(losses[1], losses[0], rtol=2e-2, atol=1e-3)
     assert len(mask_counts(eager, 20)) > 2  # the steps really had different counts
-    assert counters["stats"]["unique_graphs"] == graphs
+    assert torch_internals.unique_graphs() == graphs
+
+
+def test_inductor_workarounds_follow_the_torch_release():
+    """Each flag is set on the releases that need it and left alone on the others."""
+    from trainlab.model.compile import apply_inductor_workarounds
+
+    config = torch_internals.inductor_config()
+    both = {"triton.coalesce_tiling_analysis": True, "triton.mix_order_reduction": True}
+    with config.patch(both):  # torch's own patch: restored afterwards
+        assert apply_inductor_workarounds((2, 11)) == dict.fromkeys(both, False)
+        assert not config.triton.coalesce_tiling_analysis
+        assert not config.triton.mix_order_reduction
+        config.triton.coalesce_tiling_analysis = True
+        assert apply_inductor_workarounds((2, 15)) == {"triton.mix_order_reduction": False}
+        assert config.triton.coalesce_tiling_analysis  # fixed in 2.12: left as it was
 
 
 def test_run_stats_rates_are_work_over_time():
@@ -588,30 +604,28 @@ def test_compile_traces_each_block_once_for_every_layer_and_every_mask_count(tmp
     context and target counts no graph is added after the first 3, and a network three
     times as deep adds no graph. dynamo's counters, through a recording backend that runs
     the graphs eagerly: dynamo's tracing and guards, without inductor's minutes on a CPU."""
-    from torch._dynamo.utils import counters
-
     from trainlab.model.compile import compile_networks
     from trainlab.networks.masks import step_generator
 
     images = torch.randn(8, 1, 32, 32)
     graphs = {}
     for depth in (1, 3):
-        torch._dynamo.reset()
-        counters.clear()
+        torch.compiler.reset()
+        torch_internals.clear_dynamo_counters()
         model, _ = tiny_ijepa(
             tmp_path, "data.image_size=32", f"model.encoder.depth={depth}",
             f"model.predictor.depth={depth + 1}",  # its last block is another kind (RowsBlock)
         )  # fmt: skip
         compile_networks(model, backend=lambda gm, inputs: gm.forward)
         compiled = [model.encoder.blocks, model.target_encoder.blocks, model.predictor.blocks]
-        assert all(block._compiled_call_impl is not None for blocks in compiled for block in blocks)
-        assert model.encoder._compiled_call_impl is None  # the blocks, not the whole network
+        assert all(torch_internals.is_compiled(block) for blocks in compiled for block in blocks)
+        assert not torch_internals.is_compiled(model.encoder)  # the blocks, not the whole network
         for step in range(20):
             if step == 3:
-                after_warm_up = counters["stats"]["unique_graphs"]
+                after_warm_up = torch_internals.unique_graphs()
             loss, _ = model.loss(images, step_generator(0, 0, step))
             loss.backward()
-        graphs[depth] = counters["stats"]["unique_graphs"]
+        graphs[depth] = torch_internals.unique_graphs()
         assert graphs[depth] == after_warm_up
     assert len(mask_counts(model, 20)) > 2  # the steps really had different counts
     assert graphs[3] == graphs[1] <= 4, graphs  # encoder, target encoder, predictor's 2 kinds
@@ -650,17 +664,15 @@ def test_the_memory_estimate_leaves_a_stateful_loss_where_it_was(tmp_path):
 def test_the_memory_estimate_probes_eagerly_under_compile(tmp_path):
     """Under compile=true the probe's saved-tensor hooks were traced and recompiled 18 times
     on an H100 (2 minutes before the first step): the probe now adds no graph at all."""
-    from torch._dynamo.utils import counters
-
     from trainlab.model.compile import compile_networks
     from trainlab.model.memory_estimate import saved_activation_bytes
 
-    torch._dynamo.reset()
+    torch.compiler.reset()
     model, _ = tiny_ijepa(tmp_path)
     compile_networks(model, backend=lambda gm, inputs: gm.forward)
-    before = counters["stats"]["unique_graphs"]
+    before = torch_internals.unique_graphs()
     assert saved_activation_bytes(model, torch.randn(2, 1, 16, 16)) > 0
-    assert counters["stats"]["unique_graphs"] == before
+    assert torch_internals.unique_graphs() == before
 
 
 def test_rank_consistency_checksums_the_modules_own_buffers(tmp_path):

@@ -16,6 +16,7 @@ from optuna.trial import TrialState
 
 from trainlab.callbacks.optuna_pruning import OptunaPruning
 from trainlab.runs import main as runs_main
+from trainlab.utils.optuna_internals import trial_id
 
 # The swept learning rate is also the metric (LearningRateMonitor's lr-AdamW, no schedule in
 # the classifier): a fixed toy metric, so which trials the threshold prunes is known.
@@ -140,10 +141,11 @@ class FixedMetric(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.0)
 
 
-def fit_trial(study: optuna.Study, value: float) -> tuple[optuna.Trial, OptunaPruning, L.Trainer]:
-    trial = study.ask()
-    storage = study._storage._backend.url  # the sqlite URL the sweeper would pass
-    pruning = OptunaPruning(storage, study.study_name, trial._trial_id, "val/acc", study.pruner)
+def fit_trial(
+    study: optuna.Study, storage: str, value: float
+) -> tuple[optuna.Trial, OptunaPruning, L.Trainer]:
+    trial = study.ask()  # storage: the sqlite URL the sweeper would pass
+    pruning = OptunaPruning(storage, study.study_name, trial_id(trial), "val/acc", study.pruner)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(4, 1)))
     trainer = L.Trainer(
         max_epochs=4,
@@ -162,15 +164,16 @@ def fit_trial(study: optuna.Study, value: float) -> tuple[optuna.Trial, OptunaPr
 def test_the_median_pruner_stops_a_clearly_worse_trial_after_its_first_epoch(
     tmp_path, value, pruned
 ):
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     study = optuna.create_study(
         study_name="s",
-        storage=f"sqlite:///{tmp_path / 'optuna.db'}",
+        storage=storage,
         direction="maximize",
         pruner=optuna.pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=0),
     )
-    first, _, _ = fit_trial(study, 0.5)
+    first, _, _ = fit_trial(study, storage, 0.5)
     study.tell(first, 0.5)
-    trial, pruning, trainer = fit_trial(study, value)
+    trial, pruning, trainer = fit_trial(study, storage, value)
     assert pruning.pruned_at == (0 if pruned else None)
     assert trainer.current_epoch == (1 if pruned else 4)
     reported = study.trials[trial.number].intermediate_values

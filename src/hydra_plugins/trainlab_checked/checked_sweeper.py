@@ -15,7 +15,6 @@ import json
 import sys
 from pathlib import Path
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf, open_dict
 
@@ -23,6 +22,7 @@ from trainlab.run.checks.config import check_config
 from trainlab.run.checks.override_types import check_override_types
 from trainlab.run.checks.placement import check_name
 from trainlab.utils.errors import UserError, one_line
+from trainlab.utils.hydra_internals import BasicSweeperHooks
 
 NOT_FINISHED = "not_finished.json"  # in the sweep dir: jobs refused or failed, for the summary
 
@@ -38,14 +38,14 @@ def check_job(sweep_config, overrides: list[str], config_loader) -> None:
     check_config(task, list(overrides), imports=False)
 
 
-class CheckedSweeper(BasicSweeper):
+class CheckedSweeper(BasicSweeperHooks):
     def __init__(self, max_batch_size=None, params=None, keep_going: bool = False) -> None:
         super().__init__(max_batch_size=max_batch_size, params=params)
         self.keep_going = keep_going
 
     def sweep(self, arguments: list[str]):
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        parsed = parser.parse_overrides([*self._parse_config(), *arguments])
+        parsed = parser.parse_overrides([*self.sweep_params_overrides(), *arguments])
         jobs = [job for batch in self.split_arguments(parsed, None) for job in batch]
         refused = {}
         for number, job in enumerate(jobs):

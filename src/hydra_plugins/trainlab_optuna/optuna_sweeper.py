@@ -38,6 +38,7 @@ from omegaconf import DictConfig, OmegaConf, read_write
 
 from trainlab.run.checks.config import check_types
 from trainlab.utils.errors import ConfigError
+from trainlab.utils.optuna_internals import trial_id
 from trainlab.utils.ranges import Count
 
 if TYPE_CHECKING:
@@ -194,8 +195,7 @@ class OptunaSweeper(Sweeper):
     @staticmethod
     def trial_overrides(trial, storage: str, name: str, sweep_dir: Path) -> list[str]:
         values = [f"{k}={v}" for k, v in trial.params.items()]
-        # _trial_id: the storage's key of this trial, which the job needs to re-open it.
-        where = f"{{storage:'{storage}',study:'{name}',id:{trial._trial_id}}}"
+        where = f"{{storage:'{storage}',study:'{name}',id:{trial_id(trial)}}}"
         return [*values, f"optuna_trial={where}", f"hydra.sweep.dir='{sweep_dir}'"]
 
 

@@ -39,6 +39,7 @@ from lightning.pytorch.plugins.environments import SLURMEnvironment
 from lightning.pytorch.strategies import ModelParallelStrategy
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from trainlab.utils import lightning_internals, submitit_internals
 from trainlab.utils.errors import DataError
 from trainlab.utils.logging import get_logger
 from trainlab.utils.ranges import Count
@@ -72,14 +73,12 @@ class InterruptionCheckpoint(L.Callback):
         self.signal, self._received, self.stopped_at_once = None, False, False
         # Replaces Lightning's handler; Lightning restores the original one at teardown.
         signal.signal(signal.SIGTERM, self._on_sigterm)
-        env = trainer._accelerator_connector.cluster_environment
+        env = getattr(trainer.strategy, "cluster_environment", None)
         if not (isinstance(env, SLURMEnvironment) and env.auto_requeue):
             self._previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, self._on_sigusr1)
         self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._on_sigint)
         if os.environ.get("SUBMITIT_EXECUTOR"):  # a submitit job: its pre-emption signal
-            import submitit
-
-            usr = submitit.JobEnvironment._usr_sig()  # submitit's one reader of that setting
+            usr = submitit_internals.requeue_signal()
             self._previous[usr] = signal.signal(usr, self._on_submitit_signal)
             self._submitit = (usr, self._previous[usr])
 
@@ -121,7 +120,7 @@ class InterruptionCheckpoint(L.Callback):
             flag = torch.tensor(float(received), device=trainer.strategy.root_device)
             received = trainer.strategy.reduce(flag, reduce_op="max").item() > 0
         if received:
-            trainer._signal_connector.received_sigterm = True  # Lightning stops after the batch
+            lightning_internals.stop_after_this_batch(trainer)
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module, batch, batch_idx) -> None:
         if trainer.world_size == 1 or batch_idx % self.agree_every_n_batches == 0:
@@ -200,7 +199,7 @@ class InterruptionCheckpoint(L.Callback):
             "on_exception.ckpt" if rank == 0 else f"on_exception.rank{rank}.ckpt"
         )
         # dump_checkpoint gathers nothing across ranks under DDP (each holds the full state).
-        checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
+        checkpoint = lightning_internals.dump_checkpoint(trainer)
         try:
             trainer.strategy.checkpoint_io.save_checkpoint(checkpoint, path)
         except OSError as error:  # a full disk: the error that stopped the run is the news

@@ -13,6 +13,7 @@ import lightning as L
 import torch
 from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy
 
+from trainlab.utils import lightning_internals
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
@@ -44,7 +45,7 @@ class NonFiniteGuard(L.Callback):
             step = torch.full((), trainer.global_step, device=local[0].device)
             bad = ~all_finite(local) & (self._first_bad < 0)
             self._first_bad = torch.where(bad, step, self._first_bad.to(step.device))
-        if trainer._logger_connector.should_update_logs:
+        if lightning_internals.should_update_logs(trainer):
             self._read(trainer, optimizer)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module) -> None:

@@ -12,8 +12,9 @@ steps only (``TrainLoss``); the rich bar reads its other metrics there too.
 import sys
 import time
 
-from lightning.pytorch.callbacks import ProgressBar, RichProgressBar
+from lightning.pytorch.callbacks import ProgressBar
 
+from trainlab.utils.lightning_internals import RichProgressBarHooks
 from trainlab.utils.ranges import Count, NonNegativeInt
 
 
@@ -95,7 +96,7 @@ class LineProgressBar(ProgressBar):
         print(" | ".join(line), flush=True)
 
 
-class RichBar(RichProgressBar):
+class RichBar(RichProgressBarHooks):
     """Lightning's rich bar, whose metrics (and training loss) are read at the logging steps
     only: Lightning's reads them after every batch."""
 
@@ -103,12 +104,12 @@ class RichBar(RichProgressBar):
         super().__init__(*args, **kwargs)
         self.train_loss = TrainLoss()
 
-    def _update_metrics(self, trainer, pl_module) -> None:
+    def update_metrics(self, trainer, pl_module) -> None:
         if trainer.training:
             self.train_loss.update(trainer)
             if not logged_this_step(trainer):
                 return
-        super()._update_metrics(trainer, pl_module)
+        super().update_metrics(trainer, pl_module)
 
     def get_metrics(self, trainer, pl_module) -> dict:
         return self.train_loss(super().get_metrics(trainer, pl_module))

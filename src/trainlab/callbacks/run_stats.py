@@ -15,8 +15,8 @@ import time
 import torch
 from lightning.fabric.utilities.throughput import get_available_flops
 from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.callbacks.throughput_monitor import _plugin_to_compute_dtype
 
+from trainlab.utils import lightning_internals
 from trainlab.utils.ranges import Positive
 
 # Dense bf16/fp16 peaks (TFLOP/s) that Lightning's table gets wrong. It names the H200 by
@@ -52,7 +52,7 @@ class RunStats(Callback):
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         if self.peak_tflops is None and trainer.strategy.root_device.type == "cuda":
-            dtype = _plugin_to_compute_dtype(trainer.precision_plugin)
+            dtype = lightning_internals.compute_dtype(trainer.precision_plugin)
             self.peak_tflops = peak_tflops(trainer.strategy.root_device, dtype)
 
     def on_train_start(self, trainer, pl_module):
@@ -70,7 +70,7 @@ class RunStats(Callback):
         for key, value in work.items():  # every rank does the same work
             self.total[key] += value * trainer.world_size
             self._interval[key] += value * trainer.world_size
-        if trainer._logger_connector.should_update_logs:
+        if lightning_internals.should_update_logs(trainer):
             if trainer.strategy.root_device.type == "cuda":
                 torch.cuda.synchronize()  # the kernels of the interval are done
             now = time.perf_counter()

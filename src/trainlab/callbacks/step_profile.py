@@ -68,7 +68,9 @@ class StepProfile(Callback):
         cuda = trainer.strategy.root_device.type == "cuda"
         self._stack = ExitStack()
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-        self._profiler = self._stack.enter_context(profile(activities=activities))
+        # One window, no schedule: its events are all wanted (torch 2.11 warns on the console
+        # that a cycle's end would clear them unless acc_events is set).
+        self._profiler = self._stack.enter_context(profile(activities=activities, acc_events=True))
         if cuda:
             torch.cuda.synchronize()
             self._stack.enter_context(warnings.catch_warnings())

@@ -13,31 +13,31 @@ import csv
 import os
 from pathlib import Path
 
-from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 
+from trainlab.utils.lightning_internals import CSVLoggerHooks, ExperimentWriterHooks
 from trainlab.utils.ranges import Count
 
 
-class AppendingExperimentWriter(ExperimentWriter):
-    def _check_log_dir_exists(self) -> None:
+class AppendingExperimentWriter(ExperimentWriterHooks):
+    def check_log_dir_exists(self) -> None:
         if os.path.isfile(self.metrics_file_path):  # keep it, and its columns
             with open(self.metrics_file_path, newline="") as f:
                 self.metrics_keys = next(csv.reader(f), [])
 
 
-class ResumableCSVLogger(CSVLogger):
+class ResumableCSVLogger(CSVLoggerHooks):
     def __init__(self, *args, flush_logs_every_n_steps: Count = 1, **kwargs):
         super().__init__(*args, flush_logs_every_n_steps=flush_logs_every_n_steps, **kwargs)
 
     @property
     @rank_zero_experiment
     def experiment(self) -> ExperimentWriter:
-        if self._experiment is None:
+        if self.writer is None:
             os.makedirs(self.root_dir, exist_ok=True)
-            self._experiment = AppendingExperimentWriter(log_dir=self.log_dir)
-        return self._experiment
+            self.writer = AppendingExperimentWriter(log_dir=self.log_dir)
+        return self.writer
 
     def truncate_from(self, step: int) -> None:
         """Keep only the rows logged before optimizer step ``step`` (a checkpoint's

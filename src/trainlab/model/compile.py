@@ -12,6 +12,36 @@ import lightning as L
 import torch
 from torch import nn
 
+from trainlab.utils import torch_internals
+
+# The inductor flags each torch in range needs, with the torch issue each one answers: (flag,
+# value, the first release that no longer needs it or None while none is known, issue).
+INDUCTOR_WORKAROUNDS = [
+    # Symbolic token counts reach the coalesce-tiling analysis, which asserts in
+    # tiling_utils.get_pw_red_splits (it stopped compile=true on an H200 with torch 2.11).
+    ("triton.coalesce_tiling_analysis", False, (2, 12), "pytorch/pytorch#181793"),
+    # Mix-order reduction (LayerNorm's backward) gave silently wrong gradients from 2.10.0 on;
+    # no release is known to have fixed it for every shape, so it stays off in the range.
+    ("triton.mix_order_reduction", False, None, "pytorch/pytorch#193061"),
+]
+
+
+def torch_release(version: str = torch.__version__) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def apply_inductor_workarounds(release: tuple[int, int] | None = None) -> dict[str, object]:
+    """Set the workarounds the running torch needs; returns what was set, by flag."""
+    release = release or torch_release()
+    config, applied = torch_internals.inductor_config(), {}
+    for flag, value, fixed_in, _issue in INDUCTOR_WORKAROUNDS:
+        if fixed_in is None or release < fixed_in:
+            section, name = flag.split(".")
+            setattr(getattr(config, section), name, value)
+            applied[flag] = value
+    return applied
+
 
 def repeated_layers(network: nn.Module) -> list[nn.Module]:
     """The layers of each stack in ``network`` (a ModuleList or Sequential of modules of one
@@ -38,7 +68,8 @@ def compile_networks(model: L.LightningModule, backend="inductor") -> None:
     # A block's graph is kept per case: training or not, gradients or not (the target
     # encoder), static or dynamic token count. torch's limit of 8 per function would send a
     # method with several networks of one block class back to eager.
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 32)
+    torch_internals.ensure_recompile_limit(32)
+    apply_inductor_workarounds()
     for network in model.children():
         if not any(True for _ in network.parameters()):
             continue

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from trainlab.networks.masks import Masks, step_generator
+from trainlab.utils import lightning_internals
 
 GIB = 2**30
 
@@ -127,7 +128,7 @@ def estimate_peak(
     trained = sum(p.numel() for p in params if p.requires_grad) * 4 * 3  # grad, 2 moments
     device = params[0].device
     # Outside the run's logging (a step's log_numbers reads the trainer).
-    attached, model._trainer = getattr(model, "_trainer", None), None
+    attached = lightning_internals.detach_trainer(model)
     state = {name: b.detach().clone() for name, b in model.named_buffers()}
     blocks = checkpointed_blocks(model)
 
@@ -157,7 +158,7 @@ def estimate_peak(
     finally:
         if callable(draws):
             model.masks = draws
-        model._trainer = attached
+        lightning_internals.attach_trainer(model, attached)
         with torch.no_grad():
             for name, buffer in model.named_buffers():
                 buffer.copy_(state[name])

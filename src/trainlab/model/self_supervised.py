@@ -42,6 +42,7 @@ from trainlab.networks.masks import step_generator
 from trainlab.optim.fused import fused_by_default
 from trainlab.optim.param_groups import decay_groups
 from trainlab.optim.schedules import cosine, linear, warmup_cosine, warmup_steps
+from trainlab.utils import lightning_internals, torch_internals
 from trainlab.utils.ddp_buffers import keep_out_of_buffer_broadcast
 from trainlab.utils.ranges import (
     Count,
@@ -286,8 +287,8 @@ class SelfSupervised(L.LightningModule):
         (trainer.log_every_n_steps): self.log copies a number to the module's device, and on
         a GPU that blocking copy waits for every kernel queued so far (torch's copy code), a
         host sync per step."""
-        trainer = self._trainer  # None in a bare loop (benchmarks.step)
-        if trainer is not None and trainer._logger_connector.should_update_logs:
+        trainer = lightning_internals.attached_trainer(self)  # None in a bare loop
+        if trainer is not None and lightning_internals.should_update_logs(trainer):
             self.log_dict(values)
 
     @torch.no_grad()
@@ -296,7 +297,7 @@ class SelfSupervised(L.LightningModule):
         for target_net, online_net in self.ema_pairs():
             target = [p for p in target_net.parameters() if p.dtype.is_floating_point]
             online = [p for p in online_net.parameters() if p.dtype.is_floating_point]
-            torch._foreach_lerp_(target, online, 1.0 - momentum)
+            torch_internals.lerp_all_(target, online, 1.0 - momentum)
             # A teacher runs in eval mode, so its BatchNorm never moves its own statistics.
             for t, o in zip(target_net.buffers(), online_net.buffers(), strict=True):
                 if self.target_buffers == "average" and t.dtype.is_floating_point:

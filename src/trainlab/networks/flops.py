@@ -8,22 +8,23 @@ are the patch embedding's per token; tests/test_models.py checks both against
 FlopCounterMode. Norms, softmax and GELU are left out, as MFU is usually counted.
 """
 
-import torch
 from torch import nn
-from torch.utils.flop_counter import flop_registry
+from torch.utils.flop_counter import register_flop_formula, sdpa_backward_flop, sdpa_flop
+
+from trainlab.utils import torch_internals
 
 # FlopCounterMode, which Lightning's model summary and measure_flops use, counts the CUDA
-# fused-attention kernels but not the CPU's, so attention was missing from every CPU count.
-# The CPU kernel takes the same (query, key, value, ...) arguments: give it the same formulas.
-_aten = torch.ops.aten
-flop_registry.setdefault(
-    _aten._scaled_dot_product_flash_attention_for_cpu,
-    flop_registry[_aten._scaled_dot_product_flash_attention],
-)
-flop_registry.setdefault(
-    _aten._scaled_dot_product_flash_attention_for_cpu_backward,
-    flop_registry[_aten._scaled_dot_product_flash_attention_backward],
-)
+# fused-attention kernels; torch before 2.15 does not count the CPU's, so attention was
+# missing from every CPU count there. The CPU kernel takes the same (query, key, value, ...)
+# arguments: give it the same formulas (already shape-wrapped, hence get_raw).
+for _op, _formula in (
+    (torch_internals.CPU_FLASH_ATTENTION, sdpa_flop),
+    (torch_internals.CPU_FLASH_ATTENTION_BACKWARD, sdpa_backward_flop),
+):
+    try:
+        register_flop_formula(_op, get_raw=True)(_formula)
+    except RuntimeError:  # "duplicate registrations": torch 2.15 counts it itself
+        pass
 
 
 def block_flops(tokens: int, dim: int, mlp_hidden: int, queries: int | None = None) -> int:

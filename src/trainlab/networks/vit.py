@@ -13,7 +13,9 @@ from timm.models.vision_transformer import VisionTransformer
 from torch.utils.checkpoint import checkpoint
 
 from trainlab.networks.patch_stem import patch_embed_layer
+from trainlab.utils import torch_internals
 from trainlab.utils.ranges import Count, DropRate, Positive
+from trainlab.utils.timm_internals import add_position_embedding
 
 # name: (embed_dim, depth, num_heads, mlp_ratio), as in timm and the I-JEPA paper.
 VIT_SIZES = {
@@ -44,7 +46,7 @@ def run_blocks(
     The token count is marked dynamic for torch.compile: I-JEPA's and MAE's masks change it
     every step, and one graph of each block then serves every count (model/compile.py)."""
     if not torch.compiler.is_compiling():  # marking is for the caller of a compiled region
-        torch._dynamo.maybe_mark_dynamic(x, 1)
+        torch_internals.maybe_mark_dynamic(x, 1)
     for block in blocks:
         if checkpointing:
             x = checkpoint(block, x, use_reentrant=False, **kwargs)
@@ -116,7 +118,7 @@ class ViTEncoder(VisionTransformer):
         return self.grid[0] * self.grid[1]
 
     def forward_features(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
-        x = self._pos_embed(self.patch_embed(x))
+        x = add_position_embedding(self, self.patch_embed(x))
         if keep is not None:
             x = gather_tokens(x, keep)
         x = self.norm_pre(x)

@@ -77,12 +77,13 @@ def _dirs(cfg: DictConfig) -> tuple[Path, Path] | None:
 
 # Library warnings that say nothing actionable to a user of this template.
 KNOWN_NOISE = [
-    r".*isinstance\(treespec, LeafSpec\).*",  # Lightning 2.6 on torch 2.14 internals
+    # Lightning 2.6's _pytree on torch 2.11 to 2.15 (a DeprecationWarning): Lightning's to change
+    r".*isinstance\(treespec, LeafSpec\).*",
     r".*does not have many workers.*",  # num_workers=0 is the right choice for embedded data
     r".*'pin_memory' argument is set as true but no accelerator.*",
-    r".*'set_vital' is deprecated.*",  # torchdata 0.11's StatefulDataLoader on torch 2.14
-    # torch 2.14 on Lightning 2.6's strategy.all_gather (the monitors' bank, the feature
-    # table) and on networks/gather.py
+    r".*'set_vital' is deprecated.*",  # torchdata 0.11's StatefulDataLoader on torch 2.14, 2.15
+    # torch 2.14 and 2.15, raised inside Lightning 2.6's strategy.all_gather (the monitors'
+    # bank, the feature table): Lightning's to change; networks/gather.py no longer calls it
     r".*torch\.distributed\.nn\.functional\.all_gather is deprecated.*",
     # Lightning's model summary on bf16-mixed/16-mixed: mixed precision keeps float32
     # weights, the 32 bits it then counts (its table's size is right)

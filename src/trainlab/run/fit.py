@@ -15,6 +15,7 @@ from trainlab.callbacks.optuna_pruning import pruned_epoch
 from trainlab.run import run_dir as rundir
 from trainlab.run.checks.placement import continue_command
 from trainlab.run.metrics_file import final_metrics
+from trainlab.utils import lightning_internals
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
@@ -103,6 +104,6 @@ def truncate_logs(trainer: L.Trainer, step: int) -> None:
     for logger in trainer.loggers:
         if hasattr(logger, "truncate_from"):
             logger.truncate_from(step)
-        elif isinstance(logger, TensorBoardLogger) and logger._experiment is None:
+        elif isinstance(logger, TensorBoardLogger):
             # TensorBoard's own way: the writer, made on first use, hides events from `step`.
-            logger._kwargs["purge_step"] = step
+            lightning_internals.purge_tensorboard_from(logger, step)

@@ -9,13 +9,13 @@ subclass registers the hook on any backend and counts what it sends.
 from typing import Any
 
 import torch.distributed as dist
-from lightning.pytorch.strategies import DDPStrategy as LightningDDPStrategy
 from torch.nn.parallel import DistributedDataParallel
 
 from trainlab.strategy.comm_hooks import CommHook, CommStats, CompressWrapper, build_comm_hook
+from trainlab.utils.lightning_internals import DDPStrategyHooks
 
 
-class DDPStrategy(LightningDDPStrategy):
+class DDPStrategy(DDPStrategyHooks):
     """``DDPStrategy`` plus ``comm_hook`` / ``compress_wrapper`` / ``powersgd`` chosen by name.
 
     Args:
@@ -38,17 +38,17 @@ class DDPStrategy(LightningDDPStrategy):
         self.powersgd = dict(powersgd or {})
         self.comm_stats = CommStats() if comm_hook else None
 
-    def _setup_model(self, model) -> DistributedDataParallel:
+    def wrap_model(self, model) -> DistributedDataParallel:
         """DDP built on the current stream. Lightning 2.6 builds it on a side stream (for
         CUDA-graph capture of the whole network), which leaves its gradient-accumulation nodes
         on that stream while every step runs on the default one: torch then warns at every
         backward ("The AccumulateGrad node's stream does not match ...") and syncs the two."""
         return DistributedDataParallel(
-            module=model, device_ids=self.determine_ddp_device_ids(), **self._ddp_kwargs
+            module=model, device_ids=self.determine_ddp_device_ids(), **self.ddp_kwargs
         )
 
-    def _register_ddp_hooks(self) -> None:
-        super()._register_ddp_hooks()  # Lightning's own ddp_comm_hook argument, CUDA only
+    def register_ddp_hooks(self) -> None:
+        super().register_ddp_hooks()  # Lightning's own ddp_comm_hook argument, CUDA only
         if self.comm_hook is None:
             return
         assert isinstance(self.model, DistributedDataParallel)

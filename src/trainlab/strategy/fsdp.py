@@ -11,15 +11,14 @@ from typing import Any
 import torch
 from hydra.utils import get_class
 from lightning.pytorch.strategies import ModelParallelStrategy
-from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
-    apply_activation_checkpointing,
-)
 from torch.distributed.fsdp import (
     FSDPModule,
     MixedPrecisionPolicy,
     fully_shard,
     register_fsdp_forward_method,
 )
+
+from trainlab.utils import torch_internals
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -84,7 +83,7 @@ class FSDPStrategy(ModelParallelStrategy):
         norms, heads) are units of their own rather than parts of one root unit.
         """
         if self.activation_checkpointing:
-            apply_activation_checkpointing(
+            torch_internals.apply_activation_checkpointing(
                 module, check_fn=lambda m: isinstance(m, self.shard_classes)
             )
         mesh, policy = self.device_mesh["data_parallel"], self.mp_policy

@@ -14,26 +14,26 @@ import sys
 from pathlib import Path
 
 import torch.distributed as dist
-from lightning.fabric.strategies.launchers.subprocess_script import _launch_process_observer
-from lightning.fabric.utilities.distributed import _set_num_threads_if_needed
-from lightning.pytorch.strategies.launchers import _SubprocessScriptLauncher
 from omegaconf import DictConfig, OmegaConf
+
+from trainlab.utils import lightning_internals
+from trainlab.utils.lightning_internals import LauncherHooks, SubprocessScriptLauncher
 
 RANK_CONFIG = ".rank_config.yaml"  # in the run dir; read by the child ranks
 _ENV = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
 
 
-class ConfigLauncher(_SubprocessScriptLauncher):
-    """``_SubprocessScriptLauncher`` whose children run one job's saved config."""
+class ConfigLauncher(LauncherHooks):
+    """Lightning's script launcher whose children run one job's saved config."""
 
-    def __init__(self, base: _SubprocessScriptLauncher, config_path: Path) -> None:
+    def __init__(self, base: SubprocessScriptLauncher, config_path: Path) -> None:
         super().__init__(base.cluster_environment, base.num_processes, base.num_nodes)
         self.config_path = config_path
         self._env_before = {k: os.environ.get(k) for k in _ENV}
 
-    def _call_children_scripts(self) -> None:
+    def call_children_scripts(self) -> None:
         # Same environment as Lightning's launcher; only the command differs.
-        self._check_can_spawn_children()
+        self.check_can_spawn_children()
         env = self.cluster_environment
         os.environ["MASTER_ADDR"] = env.main_address
         os.environ["MASTER_PORT"] = str(env.main_port)
@@ -44,13 +44,15 @@ class ConfigLauncher(_SubprocessScriptLauncher):
         for local_rank in range(1, self.num_processes):
             child_env = {**os.environ, "LOCAL_RANK": str(local_rank)}
             self.procs.append(subprocess.Popen(command, env=child_env))
-        _launch_process_observer(self.procs)
+        lightning_internals.launch_process_observer(self.procs)
 
     def launch(self, function, *args, trainer=None, **kwargs):
         self.cluster_environment.validate_settings(self.num_processes, self.num_nodes)
         if not self.procs and not self.cluster_environment.creates_processes_externally:
-            self._call_children_scripts()
-        _set_num_threads_if_needed(num_processes=self.num_processes)  # as Lightning does
+            self.call_children_scripts()
+        lightning_internals.set_num_threads_if_needed(
+            num_processes=self.num_processes
+        )  # as Lightning does
         return function(*args, **kwargs)
 
     def finish(self, timeout: float = 120) -> None:
@@ -73,13 +75,14 @@ class ConfigLauncher(_SubprocessScriptLauncher):
 
 def launch_ranks_from_config(trainer, cfg: DictConfig, run_dir: Path) -> ConfigLauncher | None:
     """Swap Lightning's script launcher for a ``ConfigLauncher`` (rank 0 of a local launch)."""
-    launcher = getattr(trainer.strategy, "_launcher", None)
-    if type(launcher) is not _SubprocessScriptLauncher:
+    launcher = lightning_internals.launcher(trainer.strategy)
+    if type(launcher) is not SubprocessScriptLauncher:
         return None
     if launcher.cluster_environment.creates_processes_externally:
         return None  # torchrun / SLURM / a child rank: every process is already there
     path = run_dir / RANK_CONFIG
     run_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(cfg, path, resolve=True)  # ${now:...} and ${hydra:...} fixed for the children
-    trainer.strategy._launcher = ConfigLauncher(launcher, path)
-    return trainer.strategy._launcher
+    child_launcher = ConfigLauncher(launcher, path)
+    lightning_internals.set_launcher(trainer.strategy, child_launcher)
+    return child_launcher

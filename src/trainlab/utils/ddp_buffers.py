@@ -9,11 +9,12 @@ This adds to it, so the base, a method and a fork can each exempt their own stat
 from collections.abc import Iterable
 
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
+
+from trainlab.utils import torch_internals
 
 
 def keep_out_of_buffer_broadcast(module: nn.Module, names: Iterable[str]) -> None:
     """Add ``names`` (dotted, relative to ``module``) to what DDP will not broadcast; call
     before DDP wraps the module (a LightningModule's ``setup``)."""
-    ignored = set(getattr(module, "_ddp_params_and_buffers_to_ignore", ())) | set(names)
-    DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(module, sorted(ignored))
+    ignored = torch_internals.ddp_ignored_names(module) | set(names)
+    torch_internals.set_ddp_ignored_names(module, ignored)

@@ -20,6 +20,7 @@ from omegaconf.grammar.gen.OmegaConfGrammarParser import OmegaConfGrammarParser
 from omegaconf.grammar_parser import parse
 
 from trainlab.utils.errors import ConfigError
+from trainlab.utils.omegaconf_internals import dereference, is_interpolation, node_at, raw_value
 from trainlab.utils.source import configured_targets, defines_class
 
 # Resolvers a saved config may call: each returns a plain value and runs no named code.
@@ -51,12 +52,12 @@ def resolvers_in(text: str) -> list[str]:
 def _nodes(cfg, key: str = ""):
     """(dotted key, node) for every node in ``cfg``, unresolved, depth first."""
     yield key, cfg
-    if cfg._is_interpolation():  # judged as text; its target is judged where it lives
+    if is_interpolation(cfg):  # judged as text; its target is judged where it lives
         return
     if isinstance(cfg, DictConfig):
-        children = [(str(k), cfg._get_node(k)) for k in cfg.keys()]
+        children = [(str(k), node_at(cfg, k)) for k in cfg.keys()]
     elif isinstance(cfg, ListConfig):
-        children = [(str(i), cfg._get_node(i)) for i in range(len(cfg))]
+        children = [(str(i), node_at(cfg, i)) for i in range(len(cfg))]
     else:
         return
     for k, node in children:
@@ -64,7 +65,7 @@ def _nodes(cfg, key: str = ""):
 
 
 def _refuse_resolvers(node, key: str, source: Path | str) -> None:
-    text = node._value()  # a container's content, or the text of an interpolation
+    text = raw_value(node)  # a container's content, or the text of an interpolation
     if not isinstance(text, str) or "${" not in text:
         return
     try:
@@ -108,7 +109,7 @@ def check_targets(cfg, source: Path | str) -> None:
     for key, node in nodes:
         _refuse_resolvers(node, key, source)
     for key, node in nodes:
-        if isinstance(node, DictConfig) and not node._is_interpolation() and "_target_" in node:
+        if isinstance(node, DictConfig) and not is_interpolation(node) and "_target_" in node:
             _refuse_target(node, key, source)
     for key, node in nodes:
         _refuse_broken(node, key, source)
@@ -117,13 +118,13 @@ def check_targets(cfg, source: Path | str) -> None:
 def _refuse_broken(node, key: str, source: Path | str) -> None:
     """An interpolation to a key the config lacks: one line now, not a traceback mid-build.
     (A resolver that needs what only a run has, ``${hydra:...}`` in a script, is left.)"""
-    if not node._is_interpolation():
+    if not is_interpolation(node):
         return
     try:
-        node._dereference_node()
+        dereference(node)
     except (InterpolationKeyError, InterpolationToMissingValueError) as e:
         raise ConfigError(
-            f"{source}: {key}={node._value()!r} does not resolve ({str(e).splitlines()[0]}): "
+            f"{source}: {key}={raw_value(node)!r} does not resolve ({str(e).splitlines()[0]}): "
             "the config is damaged; restore it from its run"
         ) from None
     except Exception:

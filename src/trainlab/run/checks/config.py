@@ -22,6 +22,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from trainlab.utils.errors import ConfigError
 from trainlab.utils.logging import get_logger
+from trainlab.utils.omegaconf_internals import is_interpolation, node_at
 from trainlab.utils.signatures import annotations, annotations_of
 
 log = get_logger(__name__)
@@ -69,21 +70,21 @@ def _dict_nodes(cfg: Any, path: str):
     where a check reads that value."""
     if isinstance(cfg, ListConfig):
         for i in range(len(cfg)):
-            yield from _dict_nodes(cfg._get_node(i), f"{path}[{i}]")
+            yield from _dict_nodes(node_at(cfg, i), f"{path}[{i}]")
     elif isinstance(cfg, DictConfig):
         yield path, cfg
         for key in cfg:
-            yield from _dict_nodes(cfg._get_node(key), f"{path}.{key}")
+            yield from _dict_nodes(node_at(cfg, key), f"{path}.{key}")
 
 
 def _interpolates(node: Any) -> bool:
     """Whether a node is, or holds at any depth, an interpolation."""
-    if node._is_interpolation():
+    if is_interpolation(node):
         return True
     if isinstance(node, DictConfig):
-        return any(_interpolates(node._get_node(k)) for k in node)
+        return any(_interpolates(node_at(node, k)) for k in node)
     if isinstance(node, ListConfig):
-        return any(_interpolates(node._get_node(i)) for i in range(len(node)))
+        return any(_interpolates(node_at(node, i)) for i in range(len(node)))
     return False
 
 
@@ -98,8 +99,8 @@ def check_types(node: DictConfig, path: str, imports: bool = True) -> None:
     type, or the range its annotation declares (trainlab.utils.ranges), via pydantic. The
     signature is the imported target's, or (``imports=False``) its text in
     trainlab/utils/signatures.json, where the file holds it."""
-    target = node._get_node("_target_") if "_target_" in node else None
-    if target is None or target._is_interpolation():
+    target = node_at(node, "_target_") if "_target_" in node else None
+    if target is None or is_interpolation(target):
         hints = {}  # an interpolated target: resolved (and checked) only where it is built
     else:
         target = node["_target_"]
@@ -111,7 +112,7 @@ def check_types(node: DictConfig, path: str, imports: bool = True) -> None:
             adapter = _adapter.__wrapped__(hints[key])
         if adapter is None:
             continue
-        if not imports and _interpolates(node._get_node(key)):
+        if not imports and _interpolates(node_at(node, key)):
             continue  # the key it reads is checked where it is written; a resolver may import
         try:
             value = node[key]
@@ -203,13 +204,13 @@ def check_ranges(node: DictConfig, path: str) -> None:
 def _own_values(node: DictConfig, key: str) -> list:
     """The numbers of ``node.key`` (a list item by item) that are written there, not
     interpolated from another key: that key is checked, and named, where it is written."""
-    if key not in node or node._get_node(key)._is_interpolation():
+    if key not in node or is_interpolation(node_at(node, key)):
         return []
     value = node[key]
     if not isinstance(value, ListConfig):
         return [value] if _number(value) else []
     return [
-        v for i, v in enumerate(value) if _number(v) and not value._get_node(i)._is_interpolation()
+        v for i, v in enumerate(value) if _number(v) and not is_interpolation(node_at(value, i))
     ]
 
 
@@ -255,9 +256,9 @@ def check_config(
     value is refused in under a second, ``warn=False``: its warnings come once, from the
     full check after)."""
     for key in cfg:
-        if key == "hydra" or not isinstance(cfg._get_node(key), DictConfig):
+        if key == "hydra" or not isinstance(node_at(cfg, key), DictConfig):
             continue  # Hydra's own node (validated by Hydra), and root values
-        nodes = list(_dict_nodes(cfg._get_node(key), str(key)))
+        nodes = list(_dict_nodes(node_at(cfg, key), str(key)))
         for path, node in nodes:  # first: their messages say more
             check_ranges(node, path)
             check_values(node, path)
