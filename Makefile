@@ -1,12 +1,26 @@
 # `make train` and `make test` work on a fresh clone: they build .venv first when it is
-# missing or pyproject.toml changed.
+# missing or pyproject.toml changed, with the newest torch, Lightning and timm in range.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The oldest stack in range: the GPU machine's, which cannot be changed there.
+OLDEST_STACK := torch==2.11.0 torchvision==0.26.0 lightning==2.6.6 timm==1.0.29
+PYTHON_OLDEST ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) $(shell command -v python3.12))
+OLDEST := .venv-oldest
+OLDEST_STAMP := $(OLDEST)/.installed
+# What the oldest stack must run: every compile test (slow ones too), the method kit, FSDP2
+# with bf16 weights, the memory fit, the library internals and gpu_check --quick.
+OLDEST_TESTS := tests/test_ijepa.py tests/test_train.py tests/test_method_kit.py \
+	tests/test_distributed.py tests/test_memory_fit.py tests/test_library_internals.py \
+	tests/test_gpu_check.py
+OLDEST_SELECT := compile or inductor or method_kit or fsdp or memory_fit or library_internals or gpu_check
+VERSIONS := import sys, torch, lightning, timm, torchvision; print(f"stack: Python \
+	{sys.version.split()[0]}, torch {torch.__version__}, torchvision {torchvision.__version__}, \
+	Lightning {lightning.__version__}, timm {timm.__version__}")
 
 .DEFAULT_GOAL := help
-.PHONY: help install train test test-slow test-full bench bench-gpu signatures lint format clean
+.PHONY: help install train test test-slow test-full test-oldest bench bench-gpu signatures lint format clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -19,14 +33,29 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install the project with its dev tools
 
+# The oldest stack first, then the project: pip keeps a torch that is already in range.
+$(OLDEST_STAMP): pyproject.toml
+	test -x $(OLDEST)/bin/python || $(PYTHON_OLDEST) -m venv $(OLDEST)
+	$(OLDEST)/bin/python -m pip install --quiet --upgrade pip
+	$(OLDEST)/bin/python -m pip install --quiet $(OLDEST_STACK)
+	$(OLDEST)/bin/python -m pip install --quiet -e ".[dev]"
+	touch $(OLDEST_STAMP)
+
 train: $(STAMP) ## run the default job: I-JEPA on the embedded digits (CPU, ~4 min)
 	$(PY) train.py $(ARGS)
 
-test: $(STAMP) ## fast tests (under 10 minutes on 2 CPU cores)
+test: $(STAMP) ## fast tests (under 6 minutes on 2 CPU cores)
+	@$(PY) -c '$(VERSIONS)'
 	WANDB_MODE=offline $(PY) -m pytest -q $(ARGS)
 
 test-slow: $(STAMP) ## only the slow tests (CI runs them after make test)
+	@$(PY) -c '$(VERSIONS)'
 	WANDB_MODE=offline $(PY) -m pytest -q -m slow $(ARGS)
+
+test-oldest: $(OLDEST_STAMP) ## the oldest stack (torch 2.11, Python 3.12) on its named set, and the default job
+	@$(OLDEST)/bin/python -c '$(VERSIONS)'
+	WANDB_MODE=offline $(OLDEST)/bin/python -m pytest -q -m "" $(OLDEST_TESTS) -k "$(OLDEST_SELECT)" $(ARGS)
+	WANDB_MODE=offline $(OLDEST)/bin/python train.py debug=fdr paths.log_dir=$$(mktemp -d) run_name=oldest
 
 test-full: $(STAMP) ## all tests, slow ones included
 	WANDB_MODE=offline $(PY) -m pytest -q -m "" $(ARGS)

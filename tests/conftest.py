@@ -18,6 +18,16 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 from PIL import Image
 
+
+def pytest_configure(config):
+    """The warnings a run silences, and no other: each is named in KNOWN_NOISE with the
+    versions that emit it; any other warning shows in the summary of make test."""
+    from trainlab.run.failures import KNOWN_NOISE
+
+    for pattern in KNOWN_NOISE:
+        config.addinivalue_line("filterwarnings", f"ignore:{pattern}")
+
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 EXPERIMENTS = sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml"))
