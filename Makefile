@@ -14,7 +14,7 @@ OLDEST_STAMP := $(OLDEST)/.installed
 OLDEST_TESTS := tests/test_ijepa.py tests/test_train.py tests/test_method_kit.py \
 	tests/test_distributed.py tests/test_memory_fit.py tests/test_library_internals.py \
 	tests/test_gpu_check.py
-OLDEST_SELECT := compile or inductor or method_kit or fsdp or memory_fit or library_internals or gpu_check
+OLDEST_SELECT := compile or inductor or trace or method_kit or fsdp or memory_fit or library_internals or gpu_check
 VERSIONS := import sys, torch, lightning, timm, torchvision; print(f"stack: Python \
 	{sys.version.split()[0]}, torch {torch.__version__}, torchvision {torchvision.__version__}, \
 	Lightning {lightning.__version__}, timm {timm.__version__}")

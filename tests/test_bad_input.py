@@ -251,6 +251,7 @@ def _random_bytes(path, marker):
     ],
     ids=lambda v: v.__name__.strip("_") if callable(v) else "",
 )
+@pytest.mark.slow  # 7 s: make test-slow, which CI runs
 @pytest.mark.parametrize("use", ["eval mode=test", "eval mode=features", "train init_from"])
 def test_bad_checkpoints_are_refused_in_one_line(
     tmp_path, monkeypatch, capfd, cfg_factory, make, needles, use
@@ -291,6 +292,7 @@ def files_and_bytes(folder):
     return {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow  # 8 s: make test-slow, which CI runs
 def test_existing_run_dir_is_never_overwritten(tmp_path, monkeypatch, capfd):
     """Every file of the run, its train.log included, is bytewise unchanged by a refused run."""
     code, _ = run_train(tmp_path, monkeypatch, capfd, "run_name=mine")
@@ -383,6 +385,7 @@ def test_multirun_under_torchrun_is_refused(tmp_path, monkeypatch, capfd):
     assert not list((tmp_path / "logs").rglob("metrics.json"))
 
 
+@pytest.mark.slow  # 5 s: make test-slow, which CI runs
 @pytest.mark.parametrize(
     "overrides, needles",
     [

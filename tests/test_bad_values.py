@@ -1,6 +1,7 @@
 """One table of bad inputs. Each row is run twice through train.py: under a new run_name
-(nothing may be created) and under the name of a finished run (every file of it must stay
-bytewise the same). Both times: exit 2 and one line that names the key or the file; under
+(nothing may be created; make test for every other row, make test-slow for the rest) and
+under the name of a finished run (every file of it must stay bytewise the same; make
+test-slow). Both times: exit 2 and one line that names the key or the file; under
 the finished run's name, a value that only preflight finds is refused after the run dir,
 a file check of the light entry, so the line may name the run dir instead."""
 
@@ -166,21 +167,33 @@ def finished(tmp_path_factory):
     return root, {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
 
 
-@pytest.mark.parametrize("overrides, needle", ROWS, ids=[r[0] for r in ROWS])
+@pytest.mark.parametrize(
+    "run_name",
+    [
+        "new",
+        # the same refusals under a finished run's name (every file of it kept), 60 s more
+        pytest.param("done", marks=pytest.mark.slow),
+    ],
+)
+@pytest.mark.parametrize(
+    "overrides, needle",
+    # make test takes every other row (30 s), make test-slow the rest
+    [pytest.param(*row, marks=[pytest.mark.slow] * (i % 2)) for i, row in enumerate(ROWS)],
+    ids=[r[0] for r in ROWS],
+)
 def test_a_bad_value_is_one_line_exit_2_and_changes_nothing(
-    finished, monkeypatch, capfd, overrides, needle
+    finished, monkeypatch, capfd, overrides, needle, run_name
 ):
     root, files = finished
-    for run_name in ("new", "done"):
-        argv = ["train.py", *FAST, f"paths.log_dir={root}", f"run_name={run_name}"]
-        capfd.readouterr()
-        typed = overrides.format(root=root).split()
-        assert run_in_process(trainlab.commands.train_command, [*argv, *typed], monkeypatch) == 2
-        err = capfd.readouterr().err
-        lines = [line for line in err.splitlines() if line.startswith("error")]
-        assert "Traceback" not in err and len(lines) == 1, err[-2000:]
-        taken = run_name == "done" and "runs/done already holds a run" in lines[0]
-        assert needle in lines[0] or taken, lines[0]
+    argv = ["train.py", *FAST, f"paths.log_dir={root}", f"run_name={run_name}"]
+    capfd.readouterr()
+    typed = overrides.format(root=root).split()
+    assert run_in_process(trainlab.commands.train_command, [*argv, *typed], monkeypatch) == 2
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("error")]
+    assert "Traceback" not in err and len(lines) == 1, err[-2000:]
+    taken = run_name == "done" and "runs/done already holds a run" in lines[0]
+    assert needle in lines[0] or taken, lines[0]
     assert not (root / "train" / "runs" / "new").exists()
     assert {p: p.read_bytes() for p in files} == files
     assert {p for p in (root / "train" / "runs" / "done").rglob("*") if p.is_file()} == set(files)

@@ -105,6 +105,7 @@ def sweep(examples: int):
     return decorate
 
 
+@pytest.mark.slow  # 11 s; the 500-mutation sweep is slow too: make test-slow, which CI runs
 @sweep(6)
 def test_a_sample_of_mutations_runs_or_is_refused_naming_the_key(case, tmp_path_factory, capfd):
     run_mutation(tmp_path_factory.getbasetemp() / "sweep", *case, capfd)

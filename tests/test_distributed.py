@@ -37,6 +37,7 @@ def harness(tmp_path_factory):
     return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
 
 
+@pytest.mark.slow  # the 2-process harness, 18 s: make test-slow, which CI runs
 def test_each_rank_sees_a_disjoint_shard_reshuffled_every_epoch(harness):
     """ImageDataModule.train_dataloader() on 2 ranks (trainlab's SeededSampler)."""
     (seen0, seen1) = (report["seen_workers0"] for report in harness)
@@ -47,6 +48,7 @@ def test_each_rank_sees_a_disjoint_shard_reshuffled_every_epoch(harness):
     assert set(seen0["0"]) != set(seen0["1"])  # and a new split of the samples
 
 
+@pytest.mark.slow  # the 2-process harness (17 s): make test-slow, which CI runs
 def test_augmentation_does_not_depend_on_the_worker_count(harness):
     """The README's claim: every sample draws the same augmentation with 0 or 2 workers, on
     each rank, and a different one in the next epoch."""
@@ -57,12 +59,14 @@ def test_augmentation_does_not_depend_on_the_worker_count(harness):
         assert len(set(draws.values())) == len(draws)  # all distinct, epochs included
 
 
+@pytest.mark.slow  # the 2-process harness (17 s): make test-slow, which CI runs
 def test_two_ranks_with_accumulation_update_like_one_big_batch(harness):
     # 2 ranks x batch 8 x accumulate 2 against 1 process x batch 32, one SGD step.
     for report in harness:
         assert report["accumulation_diff"] < 1e-6, report["accumulation_diff"]
 
 
+@pytest.mark.slow  # the 2-process harness: make test-slow, which CI runs
 @pytest.mark.parametrize("hook", ["fp16_compress", "bf16_compress", "powersgd", "powersgd_fp16"])
 def test_comm_hooks_run_on_gloo_and_report_their_savings(harness, hook):
     for report in harness:
@@ -84,6 +88,7 @@ def test_comm_hooks_run_on_gloo_and_report_their_savings(harness, hook):
             assert stats["reduced_dtypes"] == [wire]
 
 
+@pytest.mark.slow  # the 2-process harness: make test-slow, which CI runs
 def test_fsdp_trains_exactly_like_ddp(harness):
     """Also with activation checkpointing and without resharding after forward (ZeRO-2);
     and each of the 2 ranks really holds half of the sharded parameters."""
@@ -94,6 +99,7 @@ def test_fsdp_trains_exactly_like_ddp(harness):
         assert 0.45 < report["fsdp_checkpointed_local_fraction"] < 0.55
 
 
+@pytest.mark.slow  # the 2-process harness: make test-slow, which CI runs
 def test_fsdp_param_and_reduce_dtypes_take_effect(harness):
     """strategy.param_dtype=bfloat16: blocks compute in bf16; reduce_dtype=float32: the
     gradients are reduce-scattered in fp32; the loss stays close to fp32 DDP's."""
@@ -218,6 +224,7 @@ def test_a_ddp_step_sends_the_gradients_and_little_else(tmp_path):
         ),
     ],
 )
+@pytest.mark.slow  # 16 s: make test-slow, which CI runs
 def test_ddp_validation_metric_equals_the_whole_validation_set(tmp_path, experiment, extra):
     """Evaluation is not padded across ranks: val/acc and val/loss logged by 2 ranks are
     those of every validation sample exactly once (an odd count, so padding would show)."""

@@ -600,6 +600,7 @@ def test_bf16_on_a_cpu_writes_attention_out_and_float32_keeps_it_fused(tmp_path)
         assert not any(fused_flags(model))
 
 
+@pytest.mark.slow  # 8 s of dynamo tracing; make test-oldest runs it too: make test-slow, which CI runs
 def test_compile_traces_each_block_once_for_every_layer_and_every_mask_count(tmp_path):
     """compile=true with the paper's masks: each network's blocks are compiled one at a time
     (regional compilation) with their token count dynamic. Over 20 steps of changing

@@ -11,6 +11,7 @@ from conftest import FAST, compose_cfg
 from trainlab.run.training import train
 
 
+@pytest.mark.slow  # 7 s: make test-slow, which CI runs
 def test_many_loggers_offline_and_wandb_id_kept(tmp_path, monkeypatch):
     secret = secrets.token_hex(20)  # a W&B API key's shape, made here (git.diff holds this file)
     monkeypatch.setenv("WANDB_API_KEY", secret)

@@ -54,6 +54,7 @@ def train(monkeypatch, tmp_path, *overrides) -> int:
     return run_in_process(trainlab.commands.train_command, argv, monkeypatch)
 
 
+@pytest.mark.slow  # 9 s: make test-slow, which CI runs
 def test_a_finished_run_is_never_resumed_over_and_is_extended_beside_itself(
     tmp_path, monkeypatch, capfd
 ):
@@ -78,6 +79,7 @@ def test_a_finished_run_is_never_resumed_over_and_is_extended_beside_itself(
     assert not (tmp_path / "train" / "runs" / "x").exists()
 
 
+@pytest.mark.slow  # 15 s: make test-slow, which CI runs
 def test_a_second_process_is_refused_while_the_first_writes_the_run_dir(tmp_path):
     """The second names the first's PID and exits 2; the first ends as a run alone would,
     every step logged once."""
@@ -127,6 +129,7 @@ def test_a_killed_run_resumes_without_debris_and_logs_each_step_once(tmp_path):
     assert losses(run_dir) == losses(tmp_path / "train" / "runs" / "straight")
 
 
+@pytest.mark.slow  # 6 s: make test-slow, which CI runs
 def test_a_signal_during_the_final_test_says_what_is_saved(tmp_path, monkeypatch, capfd):
     """SIGTERM as the final test starts: exit 143 and one line naming the checkpoints and
     how to test one, where the process used to die without a word."""

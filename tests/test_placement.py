@@ -39,6 +39,10 @@ PLACES = {  # case: (overrides given {root}, {logs}, {run}, {file}; words the li
     "run_name leaving the root by a link": (["run_name=out/x"], "not inside paths.log_dir"),
     "hydra.sweep.dir into a run": (["-m", "seed=1,2", "hydra.sweep.dir={run}/sweep"], "inside the run dir {run}"),
     "paths.log_dir on a file": (["paths.log_dir={file}"], "is a file"),
+    # each job's own dir, not only the sweep's: checked for every job before the first runs
+    "hydra.sweep.subdir into a run": (["-m", "seed=1,2", "hydra.sweep.subdir=../../runs/a/b/checkpoints"], "inside the run dir {run}"),
+    "hydra.sweep.subdir outside": (["-m", "seed=1,2", "hydra.sweep.subdir={root}/elsewhere"], "outside its sweep dir"),
+    "hydra.sweep.subdir one for all": (["-m", "seed=1,2", "hydra.sweep.subdir=same"], "gives jobs 0 and 1 one dir"),
 }  # fmt: skip
 
 
@@ -205,3 +209,24 @@ def test_eval_refuses_a_planted_run_config_before_importing_torch(tmp_path):
     assert lines[0].startswith("error: ") and "data.extra" in lines[0] and "oc.create" in lines[0]
     assert lines[-1] == "False" and len(lines) == 2, lines
     assert not victim.exists() and not list((tmp_path / "logs").glob("*/runs/*"))
+
+
+def test_a_crashed_runs_name_is_refused_without_resume_and_nothing_of_it_changes(
+    tmp_path, monkeypatch, capfd
+):
+    """A run killed before its first checkpoint leaves its record and logs, no metrics.json
+    and no checkpoints/: its name is still a run's, refused without resume=true."""
+    logs = tmp_path / "logs"
+    crashed = logs / "train" / "runs" / "crashed"
+    crashed.mkdir(parents=True)
+    for name, text in [("meta.json", "{}\n"), ("config.yaml", "seed: 1\n"),
+                       ("overrides.yaml", "[]\n"), ("train.log", "step 3\n"),
+                       ("metrics.csv", "step,train/loss\n0,1.0\n")]:  # fmt: skip
+        (crashed / name).write_text(text)
+    before = tree(tmp_path)
+    argv = ["train.py", f"paths.log_dir={logs}", *JOB, "run_name=crashed"]
+    capfd.readouterr()
+    assert run_in_process(trainlab.commands.train_command, argv, monkeypatch) == 2
+    (line,) = capfd.readouterr().err.strip().splitlines()
+    assert "already holds a run (meta.json)" in line and "resume=true" in line, line
+    assert tree(tmp_path) == before

@@ -77,6 +77,7 @@ def stop_at(step: int, signal_name: str = "SIGTERM") -> list[str]:
     ]
 
 
+@pytest.mark.slow  # 15 s: make test-slow, which CI runs
 def test_sigterm_mid_epoch_saves_and_the_resume_is_exact(tmp_path, monkeypatch, capfd):
     """SIGTERM after step 8 (of 6 per epoch) stops the run after the next one, step 9,
     mid-epoch 1; resumed, every step's train/loss equals the uninterrupted run's, bitwise,
@@ -281,6 +282,7 @@ print("second saved", flush=True)
 """
 
 
+@pytest.mark.slow  # 6 s: make test-slow, which CI runs
 def test_a_kill_during_a_save_leaves_the_previous_checkpoint_whole(tmp_path):
     path = tmp_path / "last.ckpt"
     proc = subprocess.Popen(

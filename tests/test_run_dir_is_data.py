@@ -32,12 +32,13 @@ def finished_run(tmp_path_factory):
     return logs / "train" / "runs" / "shared"
 
 
-def planted(finished_run, tmp_path, key: str, node: dict):
-    """A copy of the finished run whose config.yaml sets ``key`` to ``node``."""
+def planted(finished_run, tmp_path, key: str, node: dict, merge: bool = False):
+    """A copy of the finished run whose config.yaml sets ``key`` to ``node`` (``merge``:
+    merges it into the node there)."""
     run = tmp_path / "shared"
     shutil.copytree(finished_run, run)
     cfg = OmegaConf.load(run / "config.yaml")
-    OmegaConf.update(cfg, key, node, force_add=True, merge=False)
+    OmegaConf.update(cfg, key, node, force_add=True, merge=merge)
     OmegaConf.save(cfg, run / "config.yaml")
     return run
 
@@ -176,6 +177,7 @@ def test_eval_and_init_from_refuse_a_planted_config_in_one_line(finished_run, tm
     assert not list((tmp_path / "logs").glob("*/runs/*"))
 
 
+@pytest.mark.slow  # 6 s: make test-slow, which CI runs
 def test_init_from_a_run_with_a_planted_target_is_refused_before_a_run_dir(finished_run, tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
@@ -232,6 +234,7 @@ def snapshot(run_dir):
         pytest.param("logger.csv.save_dir={run}", marks=pytest.mark.slow),  # the same guard
     ],
 )
+@pytest.mark.slow  # 8 s: make test-slow, which CI runs
 def test_a_writer_pointed_into_a_finished_run_is_refused(finished_run, tmp_path, writer):
     before = snapshot(finished_run)
     done = run_cli("train.py", *JOB[:-1], "run_name=other", f"paths.log_dir={tmp_path}",
@@ -281,3 +284,159 @@ def test_eval_refuses_a_logger_pointed_into_a_finished_run(finished_run, tmp_pat
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"inside the run dir {finished_run}" in done.stderr
     assert snapshot(finished_run) == before
+
+
+BILLION_LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(9)
+)  # 9 ** 10 leaves from 1 KB
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        (BILLION_LAUGHS, "more than 16 YAML aliases"),
+        ("items:\n" + "- 1\n" * 400_000, "MiB, over the 1 MiB"),  # 1.6 MB of list items
+        (b"model: caf\xe9\n", "is not UTF-8"),
+        ("model: [unclosed\n", "is not valid YAML at line 2"),
+    ],
+    ids=["alias-bomb", "too-large", "not-utf8", "not-yaml"],
+)
+def test_a_run_dirs_yaml_is_refused_before_it_is_parsed(tmp_path, text, needle):
+    import time
+
+    from trainlab.run.run_yaml import read_run_yaml
+    from trainlab.utils.errors import ConfigError
+
+    path = tmp_path / "config.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match=needle):
+        read_run_yaml(path)
+    assert time.perf_counter() - start < 1.0  # OmegaConf would build 3.4 billion nodes
+
+
+def test_a_planted_alias_bomb_stops_eval_and_the_runs_table_in_one_line(
+    finished_run, tmp_path, monkeypatch, capsys
+):
+    """eval.py (config.yaml) refuses it, exit 2; `python -m trainlab.runs` (overrides.yaml)
+    lists the run as damaged and goes on: neither hangs."""
+    from trainlab.runs import main as runs_main
+
+    run = tmp_path / "logs" / "train" / "runs" / "shared"
+    shutil.copytree(finished_run, run)
+    (run / "config.yaml").write_text(BILLION_LAUGHS)
+    (run / "overrides.yaml").write_text(BILLION_LAUGHS)
+    done = run_cli("eval.py", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
+                   f"paths.log_dir={tmp_path / 'eval_logs'}", timeout=60)  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and "YAML aliases" in errors[0], done.stderr[-2000:]
+    assert not (tmp_path / "eval_logs").exists()
+    runs_main([str(tmp_path / "logs")])
+    assert "damaged: ConfigError" in capsys.readouterr().out
+
+
+@pytest.mark.slow  # an eval.py subprocess, 6 s: make test-slow, which CI runs
+def test_a_part_the_checkpoint_does_not_hold_is_refused_naming_those_it_does(
+    finished_run, tmp_path
+):
+    """eval.py mode=features features.init_part=<missing>: exit 2 in one line that lists the
+    checkpoint's networks, and no run dir; rating another network silently would record it
+    under the wrong name."""
+    ckpt = finished_run / "checkpoints" / "last.ckpt"
+    done = run_cli("eval.py", f"ckpt_path={ckpt}", "mode=features",
+                   "features.init_part=target_encoderr", f"paths.log_dir={tmp_path}")  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error")]
+    assert len(errors) == 1, done.stderr[-2000:]
+    assert "features.init_part=target_encoderr" in errors[0]
+    assert "encoder, target_encoder, predictor, evaluated" in errors[0]
+    assert not list(tmp_path.glob("*/runs/*"))
+
+
+def listener():
+    """A TCP socket on a loopback port that records whether anything connected."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.1)
+    return server, server.getsockname()[1]
+
+
+def connected(server) -> bool:
+
+    try:
+        server.accept()[0].close()
+        return True
+    except TimeoutError:
+        return False
+
+
+COPIED = {  # case: (key, node given {port} and {elsewhere}, words of the one line)
+    "an endpoint for the user's AWS key": (
+        "data", {"_target_": "trainlab.data.stream.StreamDataModule", "root": "s3://bucket/shards",
+                 "endpoint_url": "http://127.0.0.1:{port}"}, "data.endpoint_url=http://127.0.0.1"),
+    "a remote root": (
+        "data", {"_target_": "trainlab.data.stream.StreamDataModule", "root": "s3://theirs/x"},
+        "data.root=s3://theirs/x is remote"),
+    "a positional download": (
+        "data", {"_target_": "trainlab.data.torchvision_sets.TorchvisionDataModule",
+                 "_args_": ["mnist", True], "root": "{elsewhere}"}, "data._args_ gives arguments by position"),
+    "weights through an encoder's kwargs": (
+        "model.encoder.zz", {"_target_": "torchvision.models.resnet50", "pretrained": True},
+        "model.encoder.zz.pretrained=True would download weights"),
+    "a foreign class inside the encoder": (
+        "model.encoder.zz", {"_target_": "torchvision.models.resnet50"},
+        "model.encoder.zz._target_=torchvision.models.resnet50 is built into the encoder"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "case, mode",
+    [
+        ("an endpoint for the user's AWS key", "test"),
+        ("weights through an encoder's kwargs", "features"),
+        # the same refusals for the other cases (3 s each): make test-slow
+        *(pytest.param(c, "test", marks=pytest.mark.slow) for c in list(COPIED)[1:3]),
+        pytest.param("a foreign class inside the encoder", "test", marks=pytest.mark.slow),
+    ],
+)
+def test_a_copied_run_reaches_no_network_and_writes_nothing_outside(
+    finished_run, tmp_path, case, mode
+):
+    """eval.py on a copied run whose config.yaml was planted: one line, exit 2, no connection
+    to the named endpoint, no folder outside, no run dir."""
+    server, port = listener()
+    elsewhere = tmp_path / "elsewhere"
+    key, node, words = COPIED[case]
+    filled = OmegaConf.create(
+        OmegaConf.to_yaml(OmegaConf.create(node)).replace("{port}", str(port))
+        .replace("{elsewhere}", str(elsewhere))
+    )  # fmt: skip
+    run = planted(finished_run, tmp_path, key, filled, merge=key == "data")  # its image size kept
+    env = {"AWS_ACCESS_KEY_ID": "AKIAUSERSOWNKEY", "AWS_SECRET_ACCESS_KEY": "secret"}
+    done = run_cli("eval.py", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}", f"mode={mode}",
+                   f"paths.log_dir={tmp_path / 'eval_logs'}", env=env)  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and words.format(port=port) in errors[0], done.stderr[-2000:]
+    assert not connected(server)
+    assert not elsewhere.exists() and not (tmp_path / "eval_logs").exists()
+
+
+def test_init_from_a_copied_run_takes_no_foreign_class_into_its_encoder(finished_run, tmp_path):
+    from trainlab.run.checkpoint_config import adopt_encoder_shape
+    from trainlab.utils.errors import ConfigError
+
+    run = planted(finished_run, tmp_path, "model.encoder.zz",
+                  {"_target_": "torchvision.models.resnet50", "pretrained": True})  # fmt: skip
+    cfg = OmegaConf.create({
+        "model": {"init_from": str(run / "checkpoints" / "last.ckpt"),
+                  "net": {"encoder": {"_target_": "trainlab.networks.vit.ViTEncoder"}}},
+        "data": {},
+    })  # fmt: skip
+    with pytest.raises(ConfigError, match="model.encoder.zz.pretrained=True would download"):
+        adopt_encoder_shape(cfg, [])
+    assert "zz" not in cfg.model.net.encoder

@@ -62,6 +62,7 @@ def stream_run(root, batch_size: int, workers: int = 0) -> list[str]:
     ]
 
 
+@pytest.mark.slow  # writing the shards takes 13 s: make test-slow, which CI runs
 def test_shards_round_trip_every_image_pixel_equal_with_its_label(shards):
     from litdata import StreamingDataset
 
@@ -85,6 +86,7 @@ def test_shards_round_trip_every_image_pixel_equal_with_its_label(shards):
         assert got == expected, split
 
 
+@pytest.mark.slow  # 5 s: make test-slow, which CI runs
 def test_make_shards_refuses_to_overwrite_shards(shards):
     root, _ = shards
     index = root / "shards" / "train" / "index.json"
@@ -104,6 +106,7 @@ def test_make_shards_refuses_to_overwrite_shards(shards):
     assert len(result.stderr.strip().splitlines()) == 1 and index.read_bytes() == before
 
 
+@pytest.mark.slow  # it needs the shards (13 s): make test-slow, which CI runs
 def test_train_py_trains_from_local_shards(shards, tmp_path, monkeypatch):
     root, _ = shards
     argv = [
@@ -131,7 +134,7 @@ def test_missing_shards_stop_with_one_line(tmp_path, monkeypatch, capfd):
     assert "make_shards.py" in capfd.readouterr().err
 
 
-@pytest.mark.slow  # 14 s: make test-slow (local shards train in make test)
+@pytest.mark.slow  # 14 s: make test-slow, which CI runs
 def test_train_py_streams_from_an_s3_server_and_reuses_its_cache(shards, tmp_path):
     """moto's S3 on loopback (TLS, trainlab/data/loopback_s3.py), shards uploaded with the S3
     API, 2 epochs from s3://: every chunk is downloaded once into data.cache_dir and read
@@ -177,6 +180,7 @@ def test_train_py_streams_from_an_s3_server_and_reuses_its_cache(shards, tmp_pat
     assert chunk_gets and set(chunk_gets.values()) == {1}, chunk_gets  # epoch 2: the cache
 
 
+@pytest.mark.slow  # 16 s: make test-slow, which CI runs
 def test_a_stop_mid_epoch_resumes_the_shard_stream_exactly(shards, tmp_path, monkeypatch, capfd):
     """SIGTERM after step 5 of epoch 0 (8 per epoch, 2 loader workers), then resume=true:
     every step's train/loss equals the uninterrupted run's, in the rest of epoch 0 and in
@@ -203,6 +207,7 @@ def test_a_stop_mid_epoch_resumes_the_shard_stream_exactly(shards, tmp_path, mon
     assert losses_by_step(tmp_path / "train" / "runs" / "cut") == straight
 
 
+@pytest.mark.slow  # 12 s: make test-slow, which CI runs
 def test_two_ranks_split_every_epoch_and_resume_on_another_number_of_ranks(
     shards, tmp_path, monkeypatch
 ):

@@ -59,7 +59,19 @@ TOY = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("experiment", EXPERIMENTS)
+# Over 4 s each here (CNN encoders, 32-px images, DINO's multi-crop): make test-slow runs
+# them, make test the other experiments of the same methods.
+SLOW_EXPERIMENTS = {
+    "dino_digits", "dino_digits_convnext", "dino_digits_resnet", "dino_mnist",
+    "ijepa_cifar10", "supervised_resnet50", "vae_cifar10", "vicreg_digits_resnet",
+    "vicreg_mnist_resnet",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "experiment",
+    [pytest.param(e, marks=pytest.mark.slow) if e in SLOW_EXPERIMENTS else e for e in EXPERIMENTS],
+)
 def test_every_experiment_runs_and_checkpoints(tmp_path, experiment):
     """Two batches of everything. Where the data is absent, small experiments run on FakeData
     of the same shape instead, ImageNet ones on a generated ImageNet-like folder with a toy
@@ -111,6 +123,7 @@ def test_every_experiment_runs_and_checkpoints(tmp_path, experiment):
     ],
     ids=lambda o: " ".join(o),
 )
+@pytest.mark.slow  # 8 s: make test-slow, which CI runs
 def test_groups_run_and_checkpoint_outside_an_experiment(tmp_path, overrides):
     """No experiment: the groups' own defaults, each judged by its model's own metric."""
     train(compose_cfg(tmp_path, [*SHORT, *overrides]))  # after SHORT: logger=<option> wins
@@ -239,6 +252,7 @@ def test_default_train_runs_offline_as_a_subprocess(tmp_path):
     assert logged and all(v > 0 for v in logged)
 
 
+@pytest.mark.slow  # 18 s: make test-slow, which CI runs
 def test_multirun_makes_one_run_dir_per_job_and_a_summary(tmp_path):
     result = run_cli(
         "train.py",

@@ -108,6 +108,7 @@ def test_kl_warmup_reaches_beta_at_the_configured_step():
     assert make_vae(beta=2.0).kl_weight(0) == 2.0  # no warm-up
 
 
+@pytest.mark.slow  # 23 s: make test-slow, which CI runs
 def test_vae_digits_run_writes_pictures_and_honest_metrics(tmp_path):
     cfg = compose_cfg(
         tmp_path, ["experiment=vae_digits", *FAST, "model.kl_warmup_steps=2", "model.beta=0.5"]

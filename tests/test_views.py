@@ -51,6 +51,7 @@ def first_batch(dm):
     return dm.on_after_batch_transfer((images, labels), 0), images
 
 
+@pytest.mark.slow  # 13 s: make test-slow, which CI runs
 def test_views_on_every_data_set_normalise_like_the_single_image(tmp_path):
     """Each data set: a batch is ([view 1, view 2], labels), uint8 out of the loader, the
     views' shapes and count as reciped; normalised on the device to the bit as the single

@@ -24,6 +24,7 @@ from trainlab.run.checkpoint_config import (
     run_config_of,
 )
 from trainlab.run.checks.config import check_config
+from trainlab.run.checks.copied_run import confine_data, confine_encoder, confine_model
 from trainlab.run.checks.hydra_errors import one_line_hydra_errors
 from trainlab.run.failures import run_task
 from trainlab.run.run_dir import (
@@ -42,19 +43,31 @@ from trainlab.utils.logging import get_logger, one_console_line
 log = get_logger(__name__)
 
 
-def train_config_of(ckpt: Path) -> DictConfig:
-    """The config of the run that wrote ``ckpt`` (``<run_dir>/checkpoints/<ckpt>``)."""
+def copied_run_config(cfg: DictConfig, ckpt: Path) -> DictConfig | None:
+    """The config of the run that wrote ``ckpt`` (``<run_dir>/checkpoints/<ckpt>``), or None
+    where there is none; its data and model, where this command takes them, confined to
+    shapes and formats (run/checks/copied_run.py): a copied run dir reaches no network."""
     train_cfg = run_config_of(ckpt)
     if train_cfg is None:
-        raise UserError(f"no config.yaml next to {ckpt.parent}: expected it at {config_path(ckpt)}")
+        return None
+    data, model, test = cfg.get("data"), cfg.get("model"), cfg.mode == "test"
+    with open_dict(train_cfg):
+        if test or data is None or "_target_" not in data:
+            confine_data(train_cfg.data, command_line_data_keys(), str(config_path(ckpt)))
+        if test or model is None:
+            confine_model(train_cfg.model, str(config_path(ckpt)))
+            encoder = train_cfg.model.get("encoder") or OmegaConf.select(
+                train_cfg.model, "net.encoder"
+            )
+            if isinstance(encoder, DictConfig):
+                confine_encoder(encoder, "model.encoder", str(config_path(ckpt)))
     return train_cfg
 
 
-def merged_config(cfg: DictConfig, ckpt: Path) -> DictConfig:
+def merged_config(cfg: DictConfig, ckpt: Path, train_cfg: DictConfig | None) -> DictConfig:
     """Data and model of the checkpoint's run, unless the command line chose them. The
     checkpoint's input format (INPUT_FORMAT) is kept when data=<other> replaces its data."""
     path = config_path(ckpt)
-    train_cfg = run_config_of(ckpt)
     data, model = cfg.get("data"), cfg.get("model")
     if train_cfg is None and (data is None or model is None or "_target_" not in data):
         raise UserError(
@@ -98,6 +111,10 @@ def rate_features(cfg: DictConfig, ckpt: Path, start: float) -> dict:
             f"mode=features rates a ViT encoder, and {ckpt} is a {cfg.model._target_} without "
             "one: evaluate it with mode=test"
         )
+    from trainlab.evaluation.checkpoint import evaluated_part
+    from trainlab.networks.weights import network_parts, read_state
+
+    part = evaluated_part(network_parts(read_state(ckpt)), cfg.features.init_part, str(ckpt))
     datamodule = hydra.utils.instantiate(cfg.data)
     datamodule.check()
     run_dir = open_run(cfg)  # after the checks: a refused run writes nothing
@@ -112,7 +129,7 @@ def rate_features(cfg: DictConfig, ckpt: Path, start: float) -> dict:
         encoder_cfg,
         str(ckpt),
         datamodule,
-        cfg.features.init_part,
+        part,
         cfg.features.baselines,
         cfg.seed,
         how,
@@ -127,7 +144,7 @@ def rate_features(cfg: DictConfig, ckpt: Path, start: float) -> dict:
         metrics,
         {"checkpoint": ckpt},
         chosen=choices(ratings),
-        checkpoints={"evaluated": str(ckpt), "part": cfg.features.init_part},
+        checkpoints={"evaluated": str(ckpt), "part": part},
         run={"run_dir": str(run_dir), "wall_seconds": round(time.monotonic() - start, 2)},
     )
     return metrics
@@ -141,7 +158,8 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
         raise UserError(f"ckpt_path={cfg.ckpt_path} {what}: pass a .ckpt file from a run dir")
     if cfg.mode not in ("test", "features"):
         raise UserError(f"mode={cfg.mode} is not a mode: use mode=test or mode=features")
-    run_config_of(ckpt)  # a planted or damaged config.yaml: refused before any import
+    # A planted or damaged config.yaml: refused before any import.
+    train_cfg = copied_run_config(cfg, ckpt)
     import lightning as L
 
     from trainlab.networks.weights import check_readable
@@ -152,10 +170,11 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     one_console_line()  # once Lightning is imported: it adds its own console handler then
     check_readable(ckpt)  # truncated, not a checkpoint, or a pickle that would run code
     if cfg.mode == "features":
-        cfg = merged_config(cfg, ckpt)
+        cfg = merged_config(cfg, ckpt, train_cfg)
         L.seed_everything(cfg.seed)
         return rate_features(cfg, ckpt, start)
-    train_cfg = train_config_of(ckpt)
+    if train_cfg is None:
+        raise UserError(f"no config.yaml next to {ckpt.parent}: expected it at {config_path(ckpt)}")
     if is_global_zero():
         guard(Path(cfg.paths.output_dir))  # before the checks, as a refused run writes nothing
         refuse_writes_into_other_runs(cfg)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from trainlab.run.sweep_summary import read_overrides, swept_keys
 from trainlab.utils.console import print_jobs
+from trainlab.utils.errors import ConfigError
 
 STATUSES = ("finished", "pruned", "failed", "stopped", "incomplete", "damaged")
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "=": operator.eq}
@@ -91,7 +92,8 @@ def read_or_damaged(run_dir: Path) -> dict:
     """``read_run``, or a row that says why the run dir cannot be read (a truncated file)."""
     try:
         return read_run(run_dir)
-    except (OSError, ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError
+    # JSONDecodeError is a ValueError; a ConfigError, an overrides.yaml too large or aliased
+    except (OSError, ValueError, KeyError, TypeError, ConfigError) as e:
         why = f"{type(e).__name__}: {e}".splitlines()[0][:80]
         return {"run": str(run_dir), "status": f"damaged: {why}", "overrides": {},
                 "metrics": {}, "optimized": {}, "minutes": None, "checkpoint": None}  # fmt: skip

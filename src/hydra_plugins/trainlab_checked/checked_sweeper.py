@@ -20,22 +20,25 @@ from omegaconf import OmegaConf, open_dict
 
 from trainlab.run.checks.config import check_config
 from trainlab.run.checks.override_types import check_override_types
-from trainlab.run.checks.placement import check_name
-from trainlab.utils.errors import UserError, one_line
+from trainlab.run.checks.placement import check_name, place_job
+from trainlab.utils.errors import ConfigError, UserError, one_line
 from trainlab.utils.hydra_internals import BasicSweeperHooks
 
 NOT_FINISHED = "not_finished.json"  # in the sweep dir: jobs refused or failed, for the summary
 
 
-def check_job(sweep_config, overrides: list[str], config_loader) -> None:
-    """The checks train.py's light entry runs, on one job's composed config."""
+def check_job(sweep_config, overrides: list[str], config_loader, number: int) -> Path:
+    """The checks train.py's light entry runs, on one job's composed config; returns the
+    job's dir (job ``number`` of the sweep), placed like a single run's."""
     config = config_loader.load_sweep_config(sweep_config, list(overrides))
+    job_dir = place_job(config, number)
     task = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
     with open_dict(task):
         task.paths.output_dir = task.paths.log_dir  # only the run knows its dir
     check_name("task_name", task.get("task_name"))
     check_override_types(task, sweep_config.hydra.job.config_name, list(overrides))
     check_config(task, list(overrides), imports=False)
+    return job_dir
 
 
 class CheckedSweeper(BasicSweeperHooks):
@@ -47,10 +50,18 @@ class CheckedSweeper(BasicSweeperHooks):
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         parsed = parser.parse_overrides([*self.sweep_params_overrides(), *arguments])
         jobs = [job for batch in self.split_arguments(parsed, None) for job in batch]
-        refused = {}
+        refused, dirs = {}, {}
         for number, job in enumerate(jobs):
             try:
-                check_job(self.config, job, self.hydra_context.config_loader)
+                # Hydra numbers the jobs it launches: under keep_going, the valid ones only
+                num = number - len(refused) if self.keep_going else number
+                place = check_job(self.config, job, self.hydra_context.config_loader, num)
+                if place in dirs:
+                    raise ConfigError(
+                        f"hydra.sweep.subdir gives jobs {dirs[place]} and {number} one dir "
+                        f"({place}): each job needs its own; use ${{hydra.job.num}} in it"
+                    )
+                dirs[place] = number
             except UserError as error:
                 refused[number] = one_line(error)
                 if not self.keep_going:

@@ -17,15 +17,24 @@ from trainlab.utils.logging import get_logger
 log = get_logger(__name__)
 
 
+def evaluated_part(parts, part: str, ckpt: str, key: str = "features.init_part") -> str:
+    """The network of ``parts`` to rate: ``part``, or for ``evaluated`` and ``target_encoder``
+    of a file without them (MAE, VICReg, a classifier, timm weights) its encoder. A part that the file
+    does not hold is refused, naming those it does: rating another silently would record
+    the wrong network."""
+    if part in parts:
+        return part
+    if part in ("evaluated", "target_encoder") and "encoder" in parts:
+        log.info(f"{ckpt} holds no {part}: rating its encoder")
+        return "encoder"
+    held = ", ".join(parts) or "no network"
+    raise UserError(f"{key}={part}: {ckpt} holds no {part} (it holds {held}): give one of those")
+
+
 def load_encoder(encoder_cfg: DictConfig, ckpt: str, part: str) -> torch.nn.Module:
     """The encoder of ``encoder_cfg``'s shape with ``part`` of the weights file ``ckpt``."""
     parts = network_parts(read_state(ckpt))
-    if part not in parts:
-        if "encoder" not in parts:
-            raise UserError(f"{ckpt} holds no encoder weights (it has {', '.join(parts)})")
-        # A method without a target (MAE, VICReg) is rated by its encoder, as it should be.
-        log.info(f"{ckpt} holds no {part}: rating its encoder")
-        part = "encoder"
+    part = evaluated_part(parts, part, ckpt)
     encoder = instantiate(encoder_cfg)
     load_into(encoder, parts[part], part)
     return encoder.eval()

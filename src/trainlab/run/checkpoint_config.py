@@ -8,6 +8,8 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from trainlab.run.checks.allowed_targets import check_targets
+from trainlab.run.checks.copied_run import confine_encoder
+from trainlab.run.run_yaml import read_run_yaml
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
@@ -32,7 +34,7 @@ def load_run_config(path: Path, check: bool = True) -> DictConfig:
     """A run dir's config.yaml, refused if it names any class that trainlab's configs do not (run/checks/allowed_targets.py): a
     shared run dir must not run code when it is opened. ``check=False`` only where nothing
     of it is built (resume's comparison with the command line)."""
-    cfg = OmegaConf.create(path.read_text())
+    cfg = read_run_yaml(path)  # size and aliases checked before it is parsed
     if check:
         check_targets(cfg, path)
     return cfg
@@ -67,6 +69,7 @@ def adopt_encoder_shape(cfg: DictConfig, given: list[str]) -> None:
         log.info(f"{config_path(init_from)} describes no encoder: the shape is this config's")
         return
     given_keys = {o.split("=", 1)[0].lstrip("+~") for o in given}
+    confine_encoder(source, "model.encoder", str(config_path(init_from)))
     with open_dict(cfg):
         if source.get("_target_") != encoder.get("_target_"):  # another family: its node whole
             kept = {k: encoder[k] for k in TRAINING_ONLY if k in encoder and k in source}

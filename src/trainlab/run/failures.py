@@ -88,6 +88,12 @@ KNOWN_NOISE = [
     # Lightning's model summary on bf16-mixed/16-mixed: mixed precision keeps float32
     # weights, the 32 bits it then counts (its table's size is right)
     r".*is not supported by the model summary.*",
+    # Lightning 2.6's ModelCheckpoint on resume=true, which continues in the run's own
+    # checkpoints dir by design (docs/resume.md)
+    r".*Checkpoint directory .* exists and is not empty.*",
+    # Lightning 2.6 when eval.py tests a checkpoint's weights without the training callbacks,
+    # whose states an evaluation does not need
+    r".*Be aware that when using `ckpt_path`, callbacks used to create the checkpoint.*",
 ]
 
 

@@ -44,11 +44,13 @@ def is_global_zero() -> bool:
 
 
 def guard(run_dir: Path, resume: bool = False) -> None:
-    """Refuse to start a new run in a dir that already holds a run's results, and to resume
-    one that has finished: its metrics.json, checkpoints and pictures stay as they are; and
+    """Refuse to start a new run in a dir that already holds a run (its results, or only the
+    meta.json every run writes at start), and to resume one that has finished: its metrics.json, checkpoints and pictures stay as they are; and
     first, to touch a dir that another process is writing."""
     refuse_if_locked(run_dir)
-    taken = [name for name in RESULT_FILES if (run_dir / name).exists()]
+    # Any run's files make it a run: one killed before its first checkpoint has its
+    # meta.json and logs, and a new run there would replace its record and append to its logs.
+    taken = [name for name in (*RESULT_FILES, RUN_MARKER) if (run_dir / name).exists()]
     if taken and not resume:
         raise UserError(
             f"run dir {run_dir} already holds a run ({', '.join(taken)}): "
@@ -279,12 +281,30 @@ def open_run(cfg: DictConfig, resume: bool = False) -> Path:
     return run_dir
 
 
+_first_new_folder: Path | None = None  # the highest folder of the run dir that Hydra makes
+
+
+def note_new_folders(run_dir: Path) -> None:
+    """Before Hydra makes the run dir: remember the highest of its folders that does not
+    exist yet, so that a refusal removes every folder made for the run and no other."""
+    global _first_new_folder
+    folder, new = run_dir.resolve(), None
+    while not folder.exists():
+        folder, new = folder.parent, folder
+    _first_new_folder = new
+
+
 def remove_if_empty(run_dir: Path, log_dir: Path) -> None:
     """Remove a run dir that a refused run left empty (Hydra makes it before the task runs),
-    and the empty folders above it that Hydra made with it, up to the log dir."""
-    log_dir = log_dir.resolve()
+    and the empty folders above it that were made with it: up to the first one that did not
+    exist before (note_new_folders, the log dir itself included), else up to the log dir."""
+    log_dir, top = log_dir.resolve(), _first_new_folder
+    if top is not None and not run_dir.resolve().is_relative_to(top):
+        top = None  # noted for another run of this process
     for folder in (run_dir.resolve(), *run_dir.resolve().parents):
-        if folder == log_dir or not folder.is_relative_to(log_dir):
+        if top is not None and not folder.is_relative_to(top):
+            return
+        if top is None and (folder == log_dir or not folder.is_relative_to(log_dir)):
             return
         try:
             folder.rmdir()  # only succeeds when empty: nothing of anyone's is lost

@@ -9,8 +9,9 @@ import json
 from pathlib import Path
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from trainlab.run.run_yaml import read_run_yaml
 from trainlab.utils.console import print_jobs
 
 # Overrides that name or place a run rather than describe it: never a column.
@@ -21,7 +22,7 @@ def read_overrides(run_dir: Path) -> dict[str, str]:
     """{key: value} of the run's command-line overrides (``overrides.yaml``), keys without
     their ``+``/``~`` prefix, the NAMING ones left out."""
     path = run_dir / "overrides.yaml"
-    return read_pairs(list(OmegaConf.load(path)) if path.exists() else [])
+    return read_pairs(list(read_run_yaml(path)) if path.exists() else [])
 
 
 def read_pairs(overrides: list[str]) -> dict[str, str]:

@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
-from trainlab.run.run_dir import LOCK_FILE, RESULT_FILES, RUN_MARKER
+from trainlab.run.run_dir import LOCK_FILE, RESULT_FILES, RUN_MARKER, note_new_folders
 from trainlab.utils.errors import ConfigError, UserError
 
 CONTINUES_ITS_DIR = ("hydra_plugins.trainlab_optuna.",)  # the Optuna sweeper: its study dir
@@ -126,6 +126,29 @@ def place_sweep(config: DictConfig) -> Path:
     return place
 
 
+def place_job(config: DictConfig, number: int) -> Path:
+    """A sweep job's dir (``hydra.sweep.dir`` / ``hydra.sweep.subdir``, as Hydra will make
+    it for job ``number``), refused unless it lies inside its sweep dir and neither inside
+    nor above another run: the sweep dir's own check says nothing of where a subdir leads."""
+    with open_dict(config):
+        config.hydra.job.num = number
+    sweep_dir = Path(config.hydra.sweep.dir)
+    subdir = str(config.hydra.sweep.subdir)
+    place = (sweep_dir / subdir).resolve()
+    if (around := other_run_around(place)) is not None:
+        where, run = around
+        raise ConfigError(
+            f"hydra.sweep.subdir={subdir} puts job {number} {where} the run dir {run}: a "
+            "run's dir holds only itself; choose another hydra.sweep.subdir"
+        )
+    if place == sweep_dir.resolve() or not place.is_relative_to(sweep_dir.resolve()):
+        raise ConfigError(
+            f"hydra.sweep.subdir={subdir} puts job {number} at {place}, outside its sweep dir "
+            f"{sweep_dir}: give a subdir inside it (Hydra's default: ${{hydra.job.num}})"
+        )
+    return place
+
+
 def continue_command(cfg: DictConfig, run_dir: Path) -> str:
     """The overrides that continue this run: its whole run_name where the run dir is named
     by it, else the run dir itself (a multirun job)."""
@@ -145,7 +168,7 @@ class Placement(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         try:
-            place_run(config)
+            note_new_folders(place_run(config))
         except UserError as error:
             refuse(error)
 
