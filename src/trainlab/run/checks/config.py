@@ -64,17 +64,17 @@ def _describe(annotation: Any) -> str:
     return "null" if annotation is type(None) else getattr(annotation, "__name__", str(annotation))
 
 
-def _dict_nodes(cfg: Any, path: str):
+def dict_nodes(cfg: Any, path: str):
     """(dotted path, node) for every mapping in ``cfg``, depth first. Children are taken as
     nodes, unresolved: a resolver (``${monitor:...}`` imports the model's class) runs only
-    where a check reads that value."""
-    if isinstance(cfg, ListConfig):
+    where a check reads that value, and an interpolated mapping is not entered."""
+    if isinstance(cfg, ListConfig) and not is_interpolation(cfg):
         for i in range(len(cfg)):
-            yield from _dict_nodes(node_at(cfg, i), f"{path}[{i}]")
-    elif isinstance(cfg, DictConfig):
+            yield from dict_nodes(node_at(cfg, i), f"{path}[{i}]")
+    elif isinstance(cfg, DictConfig) and not is_interpolation(cfg):
         yield path, cfg
         for key in cfg:
-            yield from _dict_nodes(node_at(cfg, key), f"{path}.{key}")
+            yield from dict_nodes(node_at(cfg, key), f"{path}.{key}")
 
 
 def _interpolates(node: Any) -> bool:
@@ -258,7 +258,7 @@ def check_config(
     for key in cfg:
         if key == "hydra" or not isinstance(node_at(cfg, key), DictConfig):
             continue  # Hydra's own node (validated by Hydra), and root values
-        nodes = list(_dict_nodes(node_at(cfg, key), str(key)))
+        nodes = list(dict_nodes(node_at(cfg, key), str(key)))
         for path, node in nodes:  # first: their messages say more
             check_ranges(node, path)
             check_values(node, path)

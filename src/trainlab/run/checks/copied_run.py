@@ -14,6 +14,7 @@ on a server or in a cache of its own, the command line names it, in one line.
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from trainlab.run.checks.config import dict_nodes
 from trainlab.utils.errors import ConfigError
 from trainlab.utils.omegaconf_internals import is_interpolation, node_at, raw_value
 from trainlab.utils.source import defines_class
@@ -33,47 +34,31 @@ def _text(node, key: str) -> str:
 
 def _refuse_everywhere(node, path: str, source: str) -> None:
     """``_args_`` and a truthy download key at any depth of ``node``."""
-    if isinstance(node, ListConfig):
-        for i in range(len(node)):
-            _refuse_everywhere(node_at(node, i), f"{path}[{i}]", source)
-        return
-    if not isinstance(node, DictConfig) or is_interpolation(node):
-        return
-    for key in node.keys():
-        key = str(key)
-        where = f"{path}.{key}"
-        if key == "_args_":
-            raise ConfigError(
-                f"{source}: {where} gives arguments by position, which no config of trainlab "
-                "writes; a copied run's config is read by name only"
-            )
-        if key in DOWNLOADS and _text(node, key) not in ("None", "False", "false", "null"):
-            raise ConfigError(
-                f"{source}: {where}={_text(node, key)} would download weights; a copied run's "
-                "config reaches no network (its checkpoint holds the weights)"
-            )
-        _refuse_everywhere(node_at(node, key), where, source)
+    for where, mapping in dict_nodes(node, path):
+        for key in map(str, mapping.keys()):
+            if key == "_args_":
+                raise ConfigError(
+                    f"{source}: {where}._args_ gives arguments by position, which no config "
+                    "of trainlab writes; a copied run's config is read by name only"
+                )
+            if key in DOWNLOADS and _text(mapping, key) not in ("None", "False", "false"):
+                raise ConfigError(
+                    f"{source}: {where}.{key}={_text(mapping, key)} would download weights; a "
+                    "copied run's config reaches no network (its checkpoint holds the weights)"
+                )
 
 
 def _nested_targets(node, path: str, source: str) -> None:
     """Every ``_target_`` below an encoder's own: one of trainlab's classes."""
-    if isinstance(node, ListConfig):
-        for i in range(len(node)):
-            _nested_targets(node_at(node, i), f"{path}[{i}]", source)
-        return
-    if not isinstance(node, DictConfig) or is_interpolation(node):
-        return
-    for key in node.keys():
-        child = node_at(node, key)
-        if isinstance(child, DictConfig) and not is_interpolation(child) and "_target_" in child:
-            target = _text(child, "_target_")
+    for where, mapping in dict_nodes(node, path):
+        if where != path and "_target_" in mapping:
+            target = _text(mapping, "_target_")
             if not defines_class(target):
                 raise ConfigError(
-                    f"{source}: {path}.{key}._target_={target} is built into the encoder; in "
-                    "a copied run's encoder only trainlab's own classes may be (e.g. its "
+                    f"{source}: {where}._target_={target} is built into the encoder; in a "
+                    "copied run's encoder only trainlab's own classes may be (e.g. its "
                     "GlobalBatchNorm2d)"
                 )
-        _nested_targets(child, f"{path}.{key}", source)
 
 
 def confine_model(node: DictConfig, source: str) -> None:
