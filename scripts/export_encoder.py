@@ -24,16 +24,12 @@ from trainlab.utils.errors import UserError
 
 
 def check_output(out: Path, force: bool) -> None:
-    """Never into a run dir (only a run writes there), never over a file unless --force;
-    the output's folder is made where it is missing."""
+    """Never into a run dir (only a run writes there), never over a file unless --force.
+    The output's folder is made by the export, once the checkpoint holds the part."""
     if (run := owning_run(out)) is not None:
         raise UserError(f"{out} is inside the run dir {run}: write the export outside run dirs")
     if out.exists() and not force:
         raise UserError(f"{out} exists: choose another path, or pass --force to replace it")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UserError(f"cannot make the folder {out.parent}: {e.strerror}") from None
 
 
 if __name__ == "__main__":

@@ -259,8 +259,16 @@ def test_export_never_writes_into_a_run_dir_or_over_a_file_without_force(finishe
     done = run_cli("scripts/export_encoder.py", str(ckpt), str(out), "--force")
     assert done.returncode == 0 and out.read_bytes() != b"mine"
     fresh = tmp_path / "new" / "folder" / "encoder.safetensors"  # made, not a traceback
+    done = run_cli("scripts/export_encoder.py", str(ckpt), str(fresh), "--part", "predictorr")
+    assert done.returncode == 2 and "give --part one of those" in done.stderr
+    assert not (tmp_path / "new").exists()  # a refusal makes no folder
     done = run_cli("scripts/export_encoder.py", str(ckpt), str(fresh))
     assert done.returncode == 0 and fresh.is_file(), done.stderr[-2000:]
+    blocked = tmp_path / "a_file"
+    blocked.write_text("not a folder")  # a place that cannot be written: one line
+    done = run_cli("scripts/export_encoder.py", str(ckpt), str(blocked / "enc.safetensors"))
+    assert done.returncode == 2 and "cannot write" in done.stderr, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
 
 
 def test_a_multirun_into_a_finished_sweep_leaves_its_multirun_yaml_unchanged(tmp_path):

@@ -143,14 +143,24 @@ def export_encoder(ckpt_path: str | Path, out_path: str | Path, part: str = "eva
     encoder = parts.get(part)
     if not encoder:
         have = ", ".join(k for k in parts if k != "evaluated") or "none"
-        raise UserError(f"{ckpt_path} holds no {part} weights (it has {have})")
+        raise UserError(
+            f"{ckpt_path} holds no {part} weights (it has {have}): give --part one of those"
+        )
     out_path = Path(out_path)
     partial = out_path.with_name(f".{out_path.name}.partial")  # renamed over: never half a file
-    if out_path.suffix == ".safetensors":
-        from safetensors.torch import save_file
+    try:  # the output's folder is made only now, once the export is sure to be written
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        if out_path.suffix == ".safetensors":
+            from safetensors.torch import save_file
 
-        save_file({k: v.contiguous() for k, v in encoder.items()}, str(partial))
-    else:
-        torch.save(encoder, partial)
-    os.replace(partial, out_path)
+            save_file({k: v.contiguous() for k, v in encoder.items()}, str(partial))
+        else:
+            torch.save(encoder, partial)
+        os.replace(partial, out_path)
+    except OSError as e:
+        if partial.is_file():
+            partial.unlink()
+        raise UserError(
+            f"cannot write {out_path}: {e.strerror or e}; choose another path"
+        ) from None
     return out_path
