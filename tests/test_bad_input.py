@@ -41,6 +41,8 @@ def assert_one_clear_line(err: str, *needles: str):
         ("experiment=ijepa_mnst", ["experiment=ijepa_mnst", "did you mean ijepa_mnist"]),
         ("trainer.max_epoch=3", ["trainer.max_epoch", "did you mean max_epochs", "--cfg job"]),
         ("model.encoder.pach_size=7", ["model.encoder.pach_size", "did you mean patch_size"]),
+        # a key given without its group: the group's key of that name
+        ("init_part=encoder", ["init_part is not a key", "did you mean features.init_part"]),
         ("trainer.max_epochs=[", ["trainer.max_epochs=[", "quote"]),
         ("seed=1,2", ["seed=1,2", "--multirun"]),
     ],

@@ -21,7 +21,7 @@ from hydra.errors import (
     MissingConfigException,
     OverrideParseException,
 )
-from omegaconf import Container
+from omegaconf import Container, OmegaConf
 
 from trainlab.utils.errors import UserError, storage_error
 
@@ -29,6 +29,21 @@ from trainlab.utils.errors import UserError, storage_error
 def _nearest(name: str, names) -> str:
     close = difflib.get_close_matches(name, [str(n) for n in names], n=3, cutoff=0.5)
     return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
+def _same_name_below(name: str, node: Container, prefix: str = "") -> list[str]:
+    """Dotted keys below ``node`` whose last part is ``name`` (``init_part`` ->
+    ``features.init_part``), the config read as written (nothing resolved)."""
+    found, todo = [], [(prefix, OmegaConf.to_container(node, resolve=False))]
+    while todo:
+        path, value = todo.pop()
+        if isinstance(value, dict):
+            for key, child in value.items():
+                dotted = f"{path}.{key}" if path else str(key)
+                if key == name and path:
+                    found.append(dotted)
+                todo.append((dotted, child))
+    return sorted(found)
 
 
 def describe(error: HydraException, script: str) -> str:
@@ -46,8 +61,10 @@ def describe(error: HydraException, script: str) -> str:
     if isinstance(error, ConfigCompositionException) and isinstance(parent, Container):
         key = cause.full_key
         node = key.rpartition(".")[0] or "the config"
+        below = _same_name_below(str(cause.key), parent, key.rpartition(".")[0])
+        hint = f"; did you mean {' or '.join(below)}?" if below else ""
         return (
-            f"{key} is not a key of {node}{_nearest(cause.key, parent.keys())} "
+            f"{key} is not a key of {node}{hint or _nearest(cause.key, parent.keys())} "
             f"(python {script} --cfg job lists every key; +{key}=... adds a new one)"
         )
     if isinstance(error, OverrideParseException):
