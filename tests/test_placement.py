@@ -109,7 +109,9 @@ def test_a_sweep_asked_to_keep_going_runs_the_valid_jobs_and_lists_the_others(tm
     logs = tmp_path / "logs"
     done = run_cli("train.py", *SWEEP, f"paths.log_dir={logs}", *JOB,
                    "hydra.sweeper.keep_going=true", cwd=tmp_path)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
+    # the sweep as a whole did not succeed: exit 2 (refused jobs only), and a line says so
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "error: 0 job(s) failed and 2 were refused of 4" in done.stderr.splitlines()[-1]
     (sweep_dir,) = (logs / "train" / "multiruns").iterdir()
     assert sorted(p.parent.name for p in sweep_dir.glob("*/metrics.json")) == ["0", "1"]
     rows = (sweep_dir / "summary.csv").read_text().splitlines()

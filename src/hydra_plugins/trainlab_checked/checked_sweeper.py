@@ -41,6 +41,20 @@ def check_job(sweep_config, overrides: list[str], config_loader, number: int) ->
     return job_dir
 
 
+def last_error(job_dir: Path) -> str | None:
+    """The line that says why a job stopped: run_task's ``error: ...`` line, or the last
+    line of the traceback, in the job's log (train.log)."""
+    log = job_dir / "train.log"
+    if not log.is_file():
+        return None
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines()]
+    said = [line.removeprefix("error: ") for line in lines if line.startswith("error: ")]
+    raised = [
+        line for line in lines if line and line.split(":")[0].endswith(("Error", "Exception"))
+    ]
+    return (said or raised or [None])[-1]
+
+
 class CheckedSweeper(BasicSweeperHooks):
     def __init__(self, max_batch_size=None, params=None, keep_going: bool = False) -> None:
         super().__init__(max_batch_size=max_batch_size, params=params)
@@ -96,8 +110,9 @@ class CheckedSweeper(BasicSweeperHooks):
                 returns.append(self.launcher.launch([job], initial_job_idx=number))
             except SystemExit as stop:  # run_task's exit: 2 refused, else failed
                 status = "refused" if stop.code == UserError.exit_code else "failed"
+                reason = last_error(sweep_dir / str(number)) or "see its log"
                 not_finished.append(
-                    {"job": str(number), "overrides": job, "status": status, "reason": "its log"}
+                    {"job": str(number), "overrides": job, "status": status, "reason": reason}
                 )
             number += 1
         (sweep_dir / NOT_FINISHED).write_text(json.dumps(not_finished, indent=1) + "\n")
