@@ -120,3 +120,23 @@ def logged(run_dir, key: str) -> dict[str, str]:
 
     with (run_dir / "csv" / "metrics.csv").open() as f:
         return {r["step"]: r[key] for r in csv.DictReader(f) if r.get(key)}
+
+
+def test_a_resume_with_another_device_size_says_the_run_keeps_its_fit(tmp_path, caplog):
+    """resume=true with another memory_fit value keeps the recorded fit (run/memory_fit.py);
+    the log must not claim that the new value applies now."""
+    import logging
+
+    from conftest import compose_cfg
+    from omegaconf import OmegaConf
+
+    from trainlab.run.checks import warn_resume_changes
+
+    first = compose_cfg(tmp_path, ["memory_fit.device_gib=80"])
+    (tmp_path / "run").mkdir()
+    OmegaConf.save(first, tmp_path / "run" / "config.yaml")
+    again = compose_cfg(tmp_path, ["memory_fit.device_gib=40", "resume=true"])
+    with caplog.at_level(logging.WARNING):
+        warn_resume_changes(again)
+    (line,) = [r.getMessage() for r in caplog.records if "memory_fit" in r.getMessage()]
+    assert "keeps the fit chosen at its first start" in line and "applies now" not in line
