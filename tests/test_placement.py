@@ -39,6 +39,7 @@ PLACES = {  # case: (overrides given {root}, {logs}, {run}, {file}; words the li
     "run_name leaving the root by a link": (["run_name=out/x"], "not inside paths.log_dir"),
     "hydra.sweep.dir into a run": (["-m", "seed=1,2", "hydra.sweep.dir={run}/sweep"], "inside the run dir {run}"),
     "paths.log_dir on a file": (["paths.log_dir={file}"], "is a file"),
+    "a run_name past the path limit": (["run_name=" + "/".join(["a" * 200] * 25)], "choose a shorter run_name"),
     # each job's own dir, not only the sweep's: checked for every job before the first runs
     "hydra.sweep.subdir into a run": (["-m", "seed=1,2", "hydra.sweep.subdir=../../runs/a/b/checkpoints"], "inside the run dir {run}"),
     "hydra.sweep.subdir outside": (["-m", "seed=1,2", "hydra.sweep.subdir={root}/elsewhere"], "outside its sweep dir"),

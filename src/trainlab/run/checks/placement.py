@@ -77,6 +77,16 @@ def check_place(key: str, value: object, folder: Path, log_dir: str, given: bool
     """``folder`` (a run or sweep dir, set by ``key=value``) resolved, if it is neither inside
     nor above another run and, unless the command line ``given`` the dir itself (then it is
     the user's choice), lies inside the log dir."""
+    try:
+        return _check_place(key, value, folder, log_dir, given)
+    except OSError as e:  # a path the file system cannot hold (over PATH_MAX, 4096 bytes)
+        raise ConfigError(
+            f"{key}={str(value)[:60]}... cannot be a folder here ({e.strerror}: "
+            f"{len(str(folder).encode())} bytes of path): choose a shorter {key}"
+        ) from None
+
+
+def _check_place(key: str, value: object, folder: Path, log_dir: str, given: bool) -> Path:
     root = check_log_dir(Path(log_dir))
     place = folder.resolve()
     if not given and (place == root or not place.is_relative_to(root)):
