@@ -113,6 +113,7 @@ def test_lightning_private_names_are_where_they_were_checked(tmp_path):
     assert "_ddp_kwargs" in vars(DDPStrategy())
     trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
     assert isinstance(li.should_update_logs(trainer), bool)
+    assert li.cluster_environment(trainer) is not None
     li.stop_after_this_batch(trainer)
     assert trainer._signal_connector.received_sigterm
     assert callable(trainer._checkpoint_connector.dump_checkpoint)

@@ -73,7 +73,7 @@ class InterruptionCheckpoint(L.Callback):
         self.signal, self._received, self.stopped_at_once = None, False, False
         # Replaces Lightning's handler; Lightning restores the original one at teardown.
         signal.signal(signal.SIGTERM, self._on_sigterm)
-        env = getattr(trainer.strategy, "cluster_environment", None)
+        env = lightning_internals.cluster_environment(trainer)
         if not (isinstance(env, SLURMEnvironment) and env.auto_requeue):
             self._previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, self._on_sigusr1)
         self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._on_sigint)

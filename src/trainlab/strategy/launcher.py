@@ -50,9 +50,8 @@ class ConfigLauncher(LauncherHooks):
         self.cluster_environment.validate_settings(self.num_processes, self.num_nodes)
         if not self.procs and not self.cluster_environment.creates_processes_externally:
             self.call_children_scripts()
-        lightning_internals.set_num_threads_if_needed(
-            num_processes=self.num_processes
-        )  # as Lightning does
+        # one OMP thread count per rank, as Lightning's launcher sets it
+        lightning_internals.set_num_threads_if_needed(num_processes=self.num_processes)
         return function(*args, **kwargs)
 
     def finish(self, timeout: float = 120) -> None:

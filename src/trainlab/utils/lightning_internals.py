@@ -31,6 +31,12 @@ def should_update_logs(trainer) -> bool:
     return trainer._logger_connector.should_update_logs
 
 
+def cluster_environment(trainer):
+    """The cluster environment Lightning detected (SLURM, torchrun, ...), also for a
+    one-device run, whose strategy holds none: a single-GPU SLURM job requeues too."""
+    return trainer._accelerator_connector.cluster_environment
+
+
 def dump_checkpoint(trainer) -> dict:
     """The full training state as ModelCheckpoint saves it, for a save outside its schedule."""
     return trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
