@@ -82,10 +82,10 @@ def confine_data(node: DictConfig, given: set[str], source: str) -> None:
         if node.get(key) is not None and f"data.{key}" not in given:
             raise ConfigError(
                 f"{source}: data.{key}={_text(node, key)} comes from a copied run, which may "
-                f"name no server or folder: give data.{key}=<yours> (or null) on the command line"
+                f"name no server or folder: give +data.{key}=<yours> (or null) on the command line"
             )
     if "root" in node and "://" in _text(node, "root") and "data.root" not in given:
         raise ConfigError(
             f"{source}: data.root={_text(node, 'root')} is remote; a copied run's config may "
-            "send no request: give data.root=<yours> on the command line"
+            "send no request: give +data.root=<yours> on the command line"
         )
