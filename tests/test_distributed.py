@@ -191,8 +191,9 @@ def test_a_ddp_step_sends_the_gradients_and_little_else(tmp_path):
     grad_bytes = sum(4 * p.numel() for p in model.parameters() if p.requires_grad)
     assert run["comm_bytes_per_step"] == pytest.approx(grad_bytes, rel=0.05), run
     # The gradients' all-reduce, and the backward of var_cov's gather of the pooled context
-    # (the global batch's statistics: a reduce-scatter of B x D floats, inside the 5 %).
-    assert run["comm_collectives_per_step"].keys() == {"all_reduce", "scatter"}, run
+    # (the global batch's statistics: a reduce-scatter of B x D floats, inside the 5 %, which
+    # gloo runs, and torch's profiler records, as an all-reduce).
+    assert run["comm_collectives_per_step"].keys() == {"all_reduce"}, run
     assert 0 < run["other_comm_bytes_per_step"] < 0.05 * run["comm_bytes_per_step"], run
     # the monitors' features and labels, var_cov's pooled context
     assert run["other_comm_collectives_per_step"] == {"all_gather": 3}, run
