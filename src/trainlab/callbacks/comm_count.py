@@ -69,8 +69,10 @@ class CommCounter(Callback):
         if trainer.world_size > 1 and trainer.global_step == self.at_step and first_micro_batch:
             if self._stack is None and self.result is None:
                 self._stack = ExitStack()
+                # one window, no schedule: all its events are wanted (torch 2.11 warns on
+                # the console that a cycle's end clears them unless acc_events is set)
                 self._profiler = self._stack.enter_context(
-                    profile(activities=[ProfilerActivity.CPU], record_shapes=True)
+                    profile(activities=[ProfilerActivity.CPU], record_shapes=True, acc_events=True)
                 )
 
     def on_before_backward(self, trainer, pl_module, loss):
