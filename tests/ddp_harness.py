@@ -240,7 +240,12 @@ strategy = FSDPStrategy(
     param_dtype="bfloat16",
     reduce_dtype="float32",
 )
-trainer(strategy, max_steps=3).fit(model, loader(4))
+try:
+    trainer(strategy, max_steps=3).fit(model, loader(4))
+except RuntimeError as error:  # seen on torch 2.11 (gloo, CPU): recorded, not hidden
+    if tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 14):
+        raise
+    report["fsdp_bf16_error"] = str(error).splitlines()[0]
 setattr(dist, SCATTER, reduce_scatter)
 report["fsdp_bf16_compute_dtypes"] = sorted(compute_dtypes)
 report["fsdp_bf16_scattered_dtypes"] = sorted(scattered_dtypes)

@@ -103,6 +103,8 @@ def test_fsdp_trains_exactly_like_ddp(harness):
 def test_fsdp_param_and_reduce_dtypes_take_effect(harness):
     """strategy.param_dtype=bfloat16: blocks compute in bf16; reduce_dtype=float32: the
     gradients are reduce-scattered in fp32; the loss stays close to fp32 DDP's."""
+    if error := harness[0].get("fsdp_bf16_error"):  # the harness raises it on torch >= 2.14
+        pytest.xfail(f"torch {torch.__version__}, FSDP2 bf16 params + fp32 reduce on gloo: {error}")
     for report in harness:
         assert report["fsdp_bf16_compute_dtypes"] == ["torch.bfloat16"]
         assert report["fsdp_bf16_scattered_dtypes"] == ["torch.float32"]
