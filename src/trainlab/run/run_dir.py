@@ -45,8 +45,9 @@ def is_global_zero() -> bool:
 
 def guard(run_dir: Path, resume: bool = False) -> None:
     """Refuse to start a new run in a dir that already holds a run (its results, or only the
-    meta.json every run writes at start), and to resume one that has finished: its metrics.json, checkpoints and pictures stay as they are; and
-    first, to touch a dir that another process is writing."""
+    meta.json every run writes at start), and to resume one that has finished: its
+    metrics.json, checkpoints and pictures stay as they are; and first, to touch a dir that
+    another process is writing."""
     refuse_if_locked(run_dir)
     # Any run's files make it a run: one killed before its first checkpoint has its
     # meta.json and logs, and a new run there would replace its record and append to its logs.
