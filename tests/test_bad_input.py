@@ -340,6 +340,69 @@ def test_a_full_disk_is_one_line_and_leaves_no_partial_checkpoint(tmp_path, monk
         assert list(checkpoints.iterdir()) == []
 
 
+def test_a_user_error_quoting_a_multi_line_cause_is_printed_whole():
+    """A download's error quoted inside a DataError spans lines: the line printed was its
+    last, ``); copy the files there by hand``. A worker's traceback still gives its last."""
+    from trainlab.utils.errors import DataError, one_line
+
+    error = DataError("mnist not found at /d (the download failed (HTTP 503\nretry later)); copy")
+    assert (
+        one_line(error)
+        == "mnist not found at /d (the download failed (HTTP 503 retry later)); copy"
+    )
+    worker = DataError(
+        "Caught DataError in worker.\nTraceback (most recent call last):\n  x\nDataError: fix"
+    )
+    assert one_line(worker) == "fix"
+
+
+def test_a_file_size_limit_hit_while_saving_is_the_disk_line(tmp_path, monkeypatch, capfd):
+    """``ulimit -f`` stops the first checkpoint with EFBIG ("File too large"): the same one
+    line as a full disk, naming the limit, not an OSError."""
+    import resource
+    import signal
+
+    old = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead of killing
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4 * 2**20, limits[1]))
+    try:
+        code, err = run_train(tmp_path, monkeypatch, capfd, "run_name=big")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, old)
+    assert code == 2
+    assert_one_clear_line(err, "File too large", "ulimit -f", "paths.log_dir")
+
+
+@pytest.mark.parametrize(
+    "overrides, needles",
+    [
+        # I-JEPA and MAE mask a ViT's tokens: a CNN failed on a config interpolation
+        (
+            ["experiment=ijepa_digits", "model/encoder=resnet"],
+            ["ResNet", "I-JEPA", "model/encoder=vit"],
+        ),
+        (
+            ["experiment=mae_digits", "model/encoder=convnext"],
+            ["ConvNeXt", "MAE", "model/encoder=vit"],
+        ),
+        # a key a class does not take: its node and class, not a TypeError
+        (
+            ["+model.encoder.pretrained=true"],
+            ["model.encoder.pretrained is not an argument of ViTEncoder"],
+        ),
+        (["+model.predictor.foo=1"], ["model.predictor.foo is not an argument of Predictor"]),
+    ],
+)
+def test_a_model_that_cannot_be_built_names_the_key(
+    tmp_path, monkeypatch, capfd, overrides, needles
+):
+    code, err = run_train(tmp_path, monkeypatch, capfd, "run_name=wrong", *overrides)
+    assert code == 2
+    assert_one_clear_line(err, *needles)
+    assert not (tmp_path / "logs").exists()
+
+
 def test_a_read_only_disk_or_run_dir_is_one_line_and_changes_nothing(tmp_path, monkeypatch, capfd):
     """A new run on a read-only disk (Hydra cannot make its dir), and resume=true of a run
     whose disk turned read-only: one line each, and the run's files are bytewise the same."""

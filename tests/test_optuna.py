@@ -245,13 +245,19 @@ def test_a_trial_stopped_by_sigterm_resumes_from_its_checkpoint_and_counts_once(
     [
         ("hydra.sweeper.n_trials=-1", "hydra.sweeper.n_trials=-1 is not valid"),
         ("hydra.sweeper.direction=sideways", "hydra.sweeper.direction='sideways' is not valid"),
+        ("model.optimizer.lr=interval(0.1,0.01)", "the interval is empty"),
+        ("model.optimizer.lr=interval(0.1,0.1)", "the interval is empty"),
+        ("model.optimizer.lr=tag(log,interval(0,0.01))", "a log interval needs low > 0"),
+        # the search space is not Hydra's config: the form that works is named
+        ("hydra.sweeper.params.model.optimizer.lr=interval(1,2)", "'model.optimizer.lr=interval"),
     ],
 )
 def test_a_bad_sweeper_value_is_one_line_before_any_study_file(
     tmp_path, monkeypatch, capfd, override, needle
 ):
-    """n_trials=-1 ran nothing, exit 0, and wrote an optuna.db; direction=sideways was a
-    traceback. The sweeper's signature is checked like every other class's."""
+    """n_trials=-1 ran nothing, exit 0, and wrote an optuna.db; direction=sideways and an
+    empty interval were tracebacks. The sweeper's signature is checked like every other
+    class's, and its search space before the study is created."""
     from conftest import run_in_process
 
     import trainlab.commands

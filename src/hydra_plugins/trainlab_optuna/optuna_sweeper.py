@@ -56,6 +56,15 @@ def distribution(override: Override):
 
     if override.is_interval_sweep():
         sweep = override.value()
+        if not sweep.start < sweep.end:
+            raise ConfigError(
+                f"{override.input_line}: the interval is empty; give interval(low, high) "
+                "with low < high"
+            )
+        if "log" in sweep.tags and sweep.start <= 0:
+            raise ConfigError(
+                f"{override.input_line}: a log interval needs low > 0; give a positive low"
+            )
         if isinstance(sweep.start, int) and isinstance(sweep.end, int):
             return IntDistribution(sweep.start, sweep.end, log="log" in sweep.tags)
         return FloatDistribution(sweep.start, sweep.end, log="log" in sweep.tags)

@@ -15,7 +15,7 @@ from trainlab.networks.masks import MultiBlockMaskGenerator
 from trainlab.networks.predictor import Predictor
 from trainlab.networks.target_norm import TARGET_NORMS
 from trainlab.networks.teacher import teacher_of
-from trainlab.networks.vit import ViTEncoder, gather_tokens
+from trainlab.networks.vit import ViTEncoder, gather_tokens, require_tokens
 from trainlab.networks.weights import load_into, network_parts, read_state
 from trainlab.utils.ranges import Count, EmaSchedule
 
@@ -50,6 +50,7 @@ class IJEPA(SelfSupervised):
     ):
         # Built before the base's online probe: the order of random initialisations is part
         # of the default job's recorded numbers (tests/fixtures/default_job_trace/).
+        require_tokens(encoder, "I-JEPA")
         predictor = predictor(grid=encoder.grid, embed_dim=encoder.embed_dim)
         super().__init__(encoder, ema=ema, **base)
         self.predictor: Predictor = predictor

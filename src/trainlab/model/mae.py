@@ -7,7 +7,7 @@ import torch
 from trainlab.losses.masked_pixels import MaskedPixelLoss
 from trainlab.model.self_supervised import SelfSupervised
 from trainlab.networks.mae import patchify, random_masks
-from trainlab.networks.vit import ViTEncoder, gather_tokens
+from trainlab.networks.vit import ViTEncoder, gather_tokens, require_tokens
 from trainlab.utils.ranges import OpenFraction
 
 
@@ -27,6 +27,7 @@ class MAE(SelfSupervised):
         norm_pix_loss: bool = True,
         **base,
     ):
+        require_tokens(encoder, "MAE")
         super().__init__(encoder, **base)
         self.patch = encoder.patch_embed.patch_size[0]
         self.decoder = decoder(

@@ -14,6 +14,7 @@ from torch.utils.checkpoint import checkpoint
 
 from trainlab.networks.patch_stem import patch_embed_layer
 from trainlab.utils import torch_internals
+from trainlab.utils.errors import ConfigError
 from trainlab.utils.ranges import Count, DropRate, Positive
 from trainlab.utils.timm_internals import add_position_embedding
 
@@ -53,6 +54,16 @@ def run_blocks(
         else:
             x = block(x, **kwargs)
     return x
+
+
+def require_tokens(encoder: torch.nn.Module, method: str) -> None:
+    """Refuse, in one line, an encoder whose tokens cannot be masked (a CNN) for a method
+    that masks them."""
+    if not isinstance(encoder, ViTEncoder):
+        raise ConfigError(
+            f"model.encoder builds a {type(encoder).__name__}, but {method} masks a ViT's "
+            "tokens: use model/encoder=vit (the project's ViT, networks/vit.py)"
+        )
 
 
 def sincos_pos_embed(grid: tuple[int, int], dim: int) -> torch.Tensor:

@@ -24,10 +24,20 @@ from trainlab.utils.omegaconf_internals import dereference, is_interpolation, no
 from trainlab.utils.source import configured_targets, defines_class
 
 # Resolvers a saved config may call: each returns a plain value and runs no named code.
-# Left out: oc.create and oc.decode (they return new nodes, _target_ included), oc.select
-# and the oc.dict ones (not used by configs/), and any a fork registers.
+# oc.select reads a key of the same config, judged whole like the rest. Left out: oc.create
+# and oc.decode (they return new nodes, _target_ included), the oc.dict ones (not used by
+# configs/), and any a fork registers.
 DISK_RESOLVERS = frozenset(
-    {"oc.env", "now", "hydra", "monitor", "monitor_mode", "count_classes", "cpu_precision"}
+    {
+        "oc.env",
+        "oc.select",
+        "now",
+        "hydra",
+        "monitor",
+        "monitor_mode",
+        "count_classes",
+        "cpu_precision",
+    }
 )
 
 

@@ -110,6 +110,8 @@ def check_types(node: DictConfig, path: str, imports: bool = True) -> None:
             adapter = _adapter(hints[key]) if key in hints else None
         except TypeError:  # an annotation that cannot be a cache key
             adapter = _adapter.__wrapped__(hints[key])
+        if imports and isinstance(node_at(node, key), DictConfig):
+            _check_nested_class(node, key, hints.get(key), path)
         if adapter is None:
             continue
         if not imports and _interpolates(node_at(node, key)):
@@ -133,6 +135,29 @@ def check_types(node: DictConfig, path: str, imports: bool = True) -> None:
                 f"{error['msg'][1:]}{f' (item {where})' if where else ''}"
                 + ("" if typing.get_origin(hints[key]) is Literal else takes)  # choices listed
             ) from None
+
+
+def _check_nested_class(node: DictConfig, key: str, hint: Any, path: str) -> None:
+    """A nested ``_target_`` node given for an argument annotated with a class must build
+    that class: ``experiment=ijepa_digits model/encoder=resnet`` gives I-JEPA, which masks a
+    ViT's tokens, a CNN. Said here in one line, where it would otherwise fail inside the
+    model's config (an interpolation of a key the CNN lacks) or its constructor."""
+    from hydra.utils import get_object
+
+    target = node[key].get("_target_") if "_target_" in node[key] else None
+    if not isinstance(hint, type) or not isinstance(target, str) or hint.__module__ == "builtins":
+        return
+    try:
+        built = get_object(target)
+    except Exception:  # an import error: said where the node is built
+        return
+    if isinstance(built, type) and not issubclass(built, hint):
+        owner = str(node.get("_target_", path)).rsplit(".", 1)[-1]
+        raise ConfigError(
+            f"{path}.{key} builds a {built.__name__} but {owner} takes a {hint.__name__} "
+            f"({hint.__module__}): choose a {path}.{key} config that builds one "
+            f"(python train.py --help lists the options)"
+        )
 
 
 def _number(value: Any) -> bool:

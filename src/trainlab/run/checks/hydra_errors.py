@@ -73,6 +73,12 @@ def describe(error: HydraException, script: str) -> str:
             f"holding spaces or brackets: key='value'; python {script} --help lists the groups)"
         )
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if str(error).startswith("Sweeping over Hydra's configuration"):  # hydra.sweeper.params.x=...
+        return (
+            f"{'; '.join(lines)}: search a key by giving it on the command line "
+            "(python train.py -m hparams_search=optuna 'model.optimizer.lr=interval(1e-4,1e-2)'), "
+            "or under hydra.sweeper.params in a configs/hparams_search/ file"
+        )
     return f"{'; '.join(lines)} (python {script} --help lists the groups and options)"
 
 
@@ -94,6 +100,8 @@ def one_line_hydra_errors(main: Callable) -> Callable:
         except HydraException as error:
             script = os.path.basename(sys.argv[0]) or "train.py"
             refuse(describe(error, script))
+        except UserError as error:  # a sweeper's own check, before its first job
+            refuse(str(error), error.exit_code)
         except RuntimeError as error:  # a launcher that cannot start here (srun, sbatch)
             if "slurm" not in str(error).lower():
                 raise

@@ -13,6 +13,7 @@ and goes through the method's loss in eval mode without gradients, its random dr
 """
 
 import logging
+import re
 import time
 import warnings
 
@@ -24,6 +25,7 @@ from torch.utils.data import DataLoader
 
 from trainlab.model.self_supervised import SelfSupervised
 from trainlab.networks.masks import step_generator
+from trainlab.run.checks.config import dict_nodes
 from trainlab.utils.errors import ConfigError, UserError, one_line
 from trainlab.utils.logging import get_logger
 
@@ -69,8 +71,21 @@ def built(key: str, node: DictConfig, **kwargs):
         cause = (e.__cause__ or e) if isinstance(e, InstantiationException) else e
         if isinstance(cause, UserError):
             raise cause from None
+        root = key
         if "full_key:" in str(e):  # Hydra's message ends in the node that failed
             key = one_line(e).rsplit("full_key: ", 1)[-1]
+        extra = re.search(r"([\w.]+)\(\) got an unexpected keyword argument '(\w+)'", str(cause))
+        if isinstance(cause, TypeError) and extra:
+            name, arg = extra[1].removesuffix(".__init__"), extra[2]
+            where = [  # the node that holds the key: a partial is called inside its parent
+                path
+                for path, child in dict_nodes(node, root)
+                if arg in child and str(child.get("_target_", "")).endswith(name)
+            ] or [key]
+            raise ConfigError(
+                f"{where[0]}.{arg} is not an argument of {name}: drop it (python "
+                f"train.py --cfg job -p {where[0]} shows its keys)"
+            ) from e
         raise ConfigError(
             f"{key} cannot be built: {type(cause).__name__}: {one_line(cause)}"
         ) from e
