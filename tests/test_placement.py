@@ -39,6 +39,9 @@ PLACES = {  # case: (overrides given {root}, {logs}, {run}, {file}; words the li
     "run_name leaving the root by a link": (["run_name=out/x"], "not inside paths.log_dir"),
     "hydra.sweep.dir into a run": (["-m", "seed=1,2", "hydra.sweep.dir={run}/sweep"], "inside the run dir {run}"),
     "paths.log_dir on a file": (["paths.log_dir={file}"], "is a file"),
+    # the log root itself in a run: named as the key at fault, not run_name
+    "paths.log_dir a link into a run": (["paths.log_dir={root}/into_run"], "paths.log_dir={root}/into_run lies in the run dir {run}"),
+    "paths.log_dir through a run and ..": (["paths.log_dir={run}/../b/sub"], "lies in the run dir {run}"),
     "a run_name past the path limit": (["run_name=" + "/".join(["a" * 200] * 25)], "choose a shorter run_name"),
     # each job's own dir, not only the sweep's: checked for every job before the first runs
     "hydra.sweep.subdir into a run": (["-m", "seed=1,2", "hydra.sweep.subdir=../../runs/a/b/checkpoints"], "inside the run dir {run}"),
@@ -56,6 +59,7 @@ def test_a_run_outside_its_root_or_around_another_run_is_refused_and_writes_noth
     (tmp_path / "file").write_text("not a folder\n")
     (tmp_path / "outside").mkdir()
     (logs / "train" / "runs" / "out").symlink_to(tmp_path / "outside", target_is_directory=True)
+    (tmp_path / "into_run").symlink_to(run, target_is_directory=True)
     overrides, words = PLACES[case]
     fill = {"root": tmp_path, "logs": logs, "run": run, "file": tmp_path / "file"}
     before = tree(tmp_path)

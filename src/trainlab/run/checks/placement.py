@@ -89,6 +89,16 @@ def check_place(key: str, value: object, folder: Path, log_dir: str, given: bool
 def _check_place(key: str, value: object, folder: Path, log_dir: str, given: bool) -> Path:
     root = check_log_dir(Path(log_dir))
     place = folder.resolve()
+    run = (
+        root
+        if (root / RUN_MARKER).is_file()
+        else next((p for p in root.parents if (p / RUN_MARKER).is_file()), None)
+    )
+    if run is not None:  # a link into a run, or a path through one and back with ..
+        raise ConfigError(
+            f"paths.log_dir={log_dir} lies in the run dir {run}: a run's dir holds only "
+            "itself; point paths.log_dir at a folder outside every run"
+        )
     if not given and (place == root or not place.is_relative_to(root)):
         raise ConfigError(
             f"{key}={value} is not inside paths.log_dir={log_dir}: runs live in their log "
