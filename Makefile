@@ -20,7 +20,7 @@ VERSIONS := import sys, torch, lightning, timm, torchvision; print(f"stack: Pyth
 	Lightning {lightning.__version__}, timm {timm.__version__}")
 
 .DEFAULT_GOAL := help
-.PHONY: help install train test test-slow test-full test-oldest bench bench-gpu signatures lint format clean
+.PHONY: help install train test test-slow test-full test-oldest bench bench-gpu lint format clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -29,6 +29,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -c 'from trainlab.utils.signatures import write; write()'
 	touch $(STAMP)
 
 install: $(STAMP) ## create .venv and install the project with its dev tools
@@ -66,8 +67,6 @@ bench: $(STAMP) ## benchmarks; results go to benchmarks/README.md
 bench-gpu: $(STAMP) ## on a CUDA GPU: MFU at ViT-H/14 and the step table; benchmarks/gpu.md
 	$(PY) -m benchmarks.gpu $(ARGS)
 
-signatures: $(STAMP) ## rewrite src/trainlab/utils/signatures.json after changing a signature
-	$(PY) -c 'from trainlab.utils.signatures import write; write()'
 
 lint: $(STAMP) ## ruff check
 	$(PY) -m ruff check src tests scripts benchmarks research train.py eval.py

@@ -1,6 +1,9 @@
 """Every experiment composes, and its model, datamodule and trainer instantiate on CPU."""
 
+import json
 import re
+import subprocess
+import sys
 
 import hydra
 import pytest
@@ -174,3 +177,45 @@ def test_config_folders_mirror_the_packages():
         if group not in NO_PACKAGE | ELSEWHERE.keys():
             assert group in packages, f"configs/{group}/ has no src/trainlab/{group}/"
     assert packages - groups == NO_GROUP
+
+
+def test_the_signature_cache_is_written_by_a_run_and_drops_an_entry_whose_source_changed(
+    cfg_factory, tmp_path, monkeypatch
+):
+    """No generated file to keep by hand: the full check writes the entries of the classes it
+    read, the light check uses them, and an edited source (its time changed) is read anew."""
+    from trainlab.utils import signatures
+
+    monkeypatch.setattr(signatures, "FILE", tmp_path / "signatures.json")
+    signatures.signatures.cache_clear()
+    try:
+        target = "trainlab.model.vicreg.VICReg"
+        assert signatures.known(target) is None  # a class never seen: checked after torch only
+        check_config(cfg_factory("experiment=vicreg_digits"))  # the full check, imports
+        entry = signatures.known(target)
+        assert entry is not None and entry["monitor"] == "val/probe_acc"
+        assert entry["arguments"] == signatures.describe(target)["arguments"]
+        assert "trainlab.networks.vit.ViTEncoder" in signatures.signatures()  # its encoder too
+        cached = json.loads(signatures.FILE.read_text())
+        source = next(f for f in cached[target]["files"] if f.endswith("model/vicreg.py"))
+        cached[target]["files"][source] -= 1  # as if vicreg.py were edited since
+        signatures.FILE.write_text(json.dumps(cached))
+        signatures.signatures.cache_clear()
+        assert signatures.known(target) is None and signatures.annotations(target) is None
+        signatures.remember([target])
+        assert signatures.known(target)["files"][source] == entry["files"][source]
+    finally:
+        signatures.signatures.cache_clear()
+
+
+@pytest.mark.slow  # imports every target in a fresh interpreter (10 s)
+def test_a_cache_entry_written_by_a_run_equals_a_fresh_interpreters():
+    """make install writes the cache in a fresh interpreter, a run in one that has imported
+    much more (which annotations resolve could depend on it): both write the same entries."""
+    from trainlab.utils.signatures import generate
+
+    code = (
+        "import json; from trainlab.utils.signatures import generate; print(json.dumps(generate()))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == json.loads(json.dumps(generate()))

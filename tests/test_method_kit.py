@@ -97,30 +97,44 @@ def _kit_rank(rank: int, port: int, jobs: dict, out: dict) -> None:
     dist.destroy_process_group()
 
 
-def test_two_ranks_equal_one_process_on_the_global_batch():
-    """For every kit experiment at once (one start-up): batch statistics (VICReg's variance
-    and covariance, the heads' BatchNorm, I-JEPA's var_cov) are the global batch's, the state a
-    step moves is the global batch's and equal on both ranks."""
+@pytest.fixture(scope="module")
+def two_rank_steps(request) -> dict:
+    """One step of each selected kit experiment on 2 gloo ranks, each on half the batch,
+    with one start-up for all (about 20 s): {(name, rank): step}, and the jobs."""
+    selected = {
+        item.callspec.params["experiment"]
+        for item in request.session.items
+        if item.originalname == "test_two_ranks_equal_one_process_on_the_global_batch"
+    }
     jobs = {}
     for name, cfg in kit().items():
-        model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
-        jobs[name] = (model_cfg, batch_of(cfg))
+        if name in selected:
+            model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
+            jobs[name] = (model_cfg, batch_of(cfg))
     with mp.Manager() as manager:
         out = manager.dict()
         os.environ.pop("MASTER_ADDR", None)
         mp.spawn(_kit_rank, args=(free_port(), jobs, out), nprocs=2, join=True)
-        ranks = dict(out)
-    for name, (model_cfg, images) in jobs.items():
-        one = one_step(model_cfg, images, world=2)
-        for rank in (0, 1):
-            got = ranks[(name, rank)]
-            assert got["loss"].item() == pytest.approx(one["loss"].item(), rel=1e-5), name
-            gap = (got["grads"] - one["grads"]).abs().max().item()
-            assert gap <= 1e-4 * one["grads"].abs().max().item(), (name, gap)
-            assert got["state"].keys() == one["state"].keys(), name
-            for key, value in one["state"].items():
-                assert torch.allclose(got["state"][key], value, atol=1e-6), (name, key)
-                assert torch.equal(got["state"][key], ranks[(name, 0)]["state"][key]), (name, key)
+        return {"ranks": dict(out), "jobs": jobs}
+
+
+@pytest.mark.parametrize("experiment", list(kit()))
+def test_two_ranks_equal_one_process_on_the_global_batch(experiment, two_rank_steps):
+    """Batch statistics (VICReg's variance and covariance, the heads' BatchNorm, I-JEPA's
+    var_cov) are the global batch's, the state a step moves is the global batch's and equal
+    on both ranks. ``-k "[<experiment>]"`` selects one experiment."""
+    ranks = two_rank_steps["ranks"]
+    model_cfg, images = two_rank_steps["jobs"][experiment]
+    one = one_step(model_cfg, images, world=2)
+    for rank in (0, 1):
+        got = ranks[(experiment, rank)]
+        assert got["loss"].item() == pytest.approx(one["loss"].item(), rel=1e-5)
+        gap = (got["grads"] - one["grads"]).abs().max().item()
+        assert gap <= 1e-4 * one["grads"].abs().max().item(), gap
+        assert got["state"].keys() == one["state"].keys()
+        for key, value in one["state"].items():
+            assert torch.allclose(got["state"][key], value, atol=1e-6), key
+            assert torch.equal(got["state"][key], ranks[(experiment, 0)]["state"][key]), key
 
 
 SHORT = [

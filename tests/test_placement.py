@@ -1,9 +1,6 @@
 """Where a run lives (run/checks/placement.py), how a sweep checks its jobs, and what a refused
 resume leaves: each refusal one line, exit 2, nothing written anywhere."""
 
-import json
-import subprocess
-import sys
 
 import pytest
 from conftest import ROOT, run_cli, run_in_process
@@ -143,22 +140,6 @@ def test_a_resume_from_an_unreadable_checkpoint_is_one_line_and_changes_nothing(
     assert len(errors) == 1 and f"cannot read checkpoint {last}" in errors[0]
     assert "Traceback" not in done.stderr
     assert tree(run) == before  # no resumes.txt, no start in meta.json, no train.log line
-
-
-@pytest.mark.slow  # imports every target (10 s): make test-slow, which CI runs
-def test_the_signature_file_is_current():
-    """utils/signatures.json is what the code's signatures say (make signatures writes it).
-    Generated in a fresh interpreter, as make signatures does: which annotations resolve
-    depends on the modules already imported, and this process has imported many."""
-    from trainlab.utils.signatures import FILE
-
-    code = (
-        "import json; from trainlab.utils.signatures import generate; print(json.dumps(generate()))"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert json.loads(FILE.read_text()) == json.loads(done.stdout), (
-        "src/trainlab/utils/signatures.json is out of date: run `make signatures`"
-    )
 
 
 def test_every_resolver_configs_use_may_be_read_from_disk():

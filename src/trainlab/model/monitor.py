@@ -3,9 +3,9 @@ and ``${monitor_mode:${model._target_}}`` read its class's ``monitor`` and ``mon
 
 An OmegaConf resolver, so that checkpointing and sweeps follow whichever model is composed,
 inside an experiment or not (an experiment may still state ``optimized_metric`` itself).
-It reads them from trainlab/utils/signatures.json, so resolving imports no model (torch
-takes seconds); a trainlab class the file does not hold yet is imported, and any other name
-is refused unimported: a config read from disk may name anything here.
+It reads them from the signature cache (trainlab/utils/signatures.py), so resolving imports
+no model (torch takes seconds); a trainlab class it holds no current entry of is imported,
+and any other name is refused unimported: a config read from disk may name anything here.
 """
 
 from omegaconf import OmegaConf

@@ -1,18 +1,26 @@
-"""The constructor signatures of every ``_target_`` that configs/ names, kept as text in
-signatures.json, so that train.py's light entry checks types and ranges (and reads a model's
-``monitor``) without importing torch, Lightning or the model: importing them takes seconds.
+"""The constructor signatures of the ``_target_``s, kept as text in a cache, signatures.json,
+so that train.py's light entry checks types and ranges (and reads a model's ``monitor``)
+without importing torch, Lightning or the model: importing them takes seconds.
 
-The file is generated: ``make signatures`` writes it, and tests/test_placement.py fails
-while it differs from the code. A target it does not hold (a fork's new class before the
-file is written again) is checked later, once the run imports its class.
+The cache is nobody's to edit and not in git. Each entry records the source files it was
+read from (the modules of the class and of every base class, and utils/ranges.py) with
+their modification times; an entry whose files changed is not used. The full check, after
+the run has imported its classes, writes the entries of the targets it checked
+(``remember``), so a fork's new or changed class is checked before torch from its second
+run on, and checked after torch, as every class is, on its first. ``make install`` writes
+the entries of every target configs/ names (``write``).
 """
 
 import collections.abc
 import functools
 import inspect
 import json
+import os
+import sys
+import tempfile
 import types
 import typing
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -21,6 +29,8 @@ import annotated_types
 from trainlab.utils.source import configured_targets
 
 FILE = Path(__file__).with_name("signatures.json")
+# Every entry depends on the project's ranges too: their bounds are written into its text.
+RANGES = Path(__file__).with_name("ranges.py")
 # Names an annotation's text may use: typing, annotated_types' bounds and builtin types.
 NAMESPACE = {"typing": typing, "collections": collections, "NoneType": type(None)} | {
     name: getattr(annotated_types, name) for name in annotated_types.__all__
@@ -80,9 +90,17 @@ def evaluate(text: str) -> Any:
     return eval(text, {"__builtins__": __builtins__, **NAMESPACE})  # our own file's text
 
 
+def source_files(obj: Any) -> list[Path]:
+    """The files an entry is read from: a class's module and its bases' modules, a
+    function's module, and utils/ranges.py."""
+    owners = obj.__mro__ if inspect.isclass(obj) else [obj]
+    modules = {getattr(sys.modules.get(o.__module__), "__file__", None) for o in owners}
+    return sorted({Path(f) for f in modules if f} | {RANGES})
+
+
 def describe(target: str) -> dict[str, Any]:
-    """What the light entry needs of one target: its arguments' annotations as text, and a
-    model's ``monitor`` and ``monitor_mode``."""
+    """What the light entry needs of one target: its arguments' annotations as text, a
+    model's ``monitor`` and ``monitor_mode``, and the files (with their times) it was read from."""
     from hydra.utils import get_object
 
     entry: dict[str, Any] = {
@@ -99,29 +117,76 @@ def describe(target: str) -> dict[str, Any]:
     for key in ("monitor", "monitor_mode"):
         if isinstance(getattr(obj, key, None), str):
             entry[key] = getattr(obj, key)
+    entry["files"] = {str(f): f.stat().st_mtime_ns for f in source_files(obj)}
     return entry
 
 
-def generate() -> dict[str, Any]:
-    return {target: describe(target) for target in sorted(configured_targets())}
+def generate(targets: Iterable[str] | None = None) -> dict[str, Any]:
+    return {t: describe(t) for t in sorted(configured_targets() if targets is None else targets)}
 
 
 @functools.cache
 def signatures() -> dict[str, Any]:
-    return json.loads(FILE.read_text()) if FILE.is_file() else {}
+    try:
+        return json.loads(FILE.read_text())
+    except (OSError, ValueError):  # none yet, or a write cut short
+        return {}
+
+
+def current(entry: dict[str, Any]) -> bool:
+    """Whether every file the entry was read from is as it was then."""
+    try:
+        return bool(entry.get("files")) and all(
+            os.stat(f).st_mtime_ns == t for f, t in entry["files"].items()
+        )
+    except OSError:
+        return False
 
 
 def known(target: str) -> dict[str, Any] | None:
-    """The generated entry of ``target``, or None where the file holds none."""
-    return signatures().get(target)
+    """The cached entry of ``target``, or None where there is none or its sources changed."""
+    entry = signatures().get(target)
+    return entry if entry is not None and current(entry) else None
 
 
 def annotations(target: str) -> dict[str, Any] | None:
-    """The target's argument annotations from the generated file, evaluated (no imports)."""
+    """The target's argument annotations from the cache, evaluated (no imports)."""
     entry = known(target)
     return None if entry is None else {k: evaluate(v) for k, v in entry["arguments"].items()}
 
 
+def remember(targets: Iterable[str]) -> None:
+    """Write the entries of ``targets`` that are missing or out of date; their classes are
+    imported already (the full check has read their signatures). A cache that cannot be
+    written (a read-only install) is left as it is: the light check then does less."""
+    stale = [t for t in targets if known(t) is None]
+    if not stale:
+        return
+    read = {t: e for t, e in generate(stale).items() if e.get("files")}  # imported ones
+    if not read:
+        return
+    try:
+        fd, tmp = tempfile.mkstemp(dir=FILE.parent, suffix=".tmp")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump({**signatures(), **read}, f, indent=1, sort_keys=True)
+        os.replace(tmp, FILE)  # whole or not at all: ranks and sweep jobs write at once
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
+        return
+    signatures.cache_clear()
+
+
 def write() -> None:
-    FILE.write_text(json.dumps(generate(), indent=1, sort_keys=True) + "\n")
+    """Every target configs/ names, imported here (about 10 s): what make install runs."""
+    from hydra.utils import get_object
+
+    for target in configured_targets():
+        try:
+            get_object(target)
+        except Exception:  # an optional package not installed: no entry
+            pass
+    remember(configured_targets())
     print(f"wrote {FILE}")

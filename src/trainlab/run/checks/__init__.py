@@ -38,7 +38,7 @@ log = get_logger(__name__)
 
 def check_before_torch(cfg: DictConfig, config_name: str = "train") -> None:
     """What needs no torch: every value against the signatures kept as text
-    (utils/signatures.json), the command line's types, and the run dir's state."""
+    (utils/signatures.py, a cache), the command line's types, and the run dir's state."""
     check_config(cfg, rundir.command_line_overrides(), imports=False, warn=False)
     if GlobalHydra.instance().is_initialized():  # from a command line (not a child rank,
         # which runs rank 0's checked config, nor a test's composed config); it composes

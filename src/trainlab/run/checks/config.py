@@ -23,7 +23,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from trainlab.utils.errors import ConfigError
 from trainlab.utils.logging import get_logger
 from trainlab.utils.omegaconf_internals import is_interpolation, node_at
-from trainlab.utils.signatures import annotations, annotations_of
+from trainlab.utils.signatures import annotations, annotations_of, remember
 
 log = get_logger(__name__)
 
@@ -97,8 +97,8 @@ def _has_target(value: Any) -> bool:
 def check_types(node: DictConfig, path: str, imports: bool = True) -> None:
     """Raise ConfigError for a value that the node's ``_target_`` signature refuses: its
     type, or the range its annotation declares (trainlab.utils.ranges), via pydantic. The
-    signature is the imported target's, or (``imports=False``) its text in
-    trainlab/utils/signatures.json, where the file holds it."""
+    signature is the imported target's, or (``imports=False``) its text in the signature
+    cache (trainlab/utils/signatures.py), where it holds a current entry."""
     target = node_at(node, "_target_") if "_target_" in node else None
     if target is None or is_interpolation(target):
         hints = {}  # an interpolated target: resolved (and checked) only where it is built
@@ -280,6 +280,7 @@ def check_config(
     the check before torch reads the signatures kept as text (``imports=False``: a bad
     value is refused in under a second, ``warn=False``: its warnings come once, from the
     full check after)."""
+    targets = set()
     for key in cfg:
         if key == "hydra" or not isinstance(node_at(cfg, key), DictConfig):
             continue  # Hydra's own node (validated by Hydra), and root values
@@ -289,6 +290,11 @@ def check_config(
             check_values(node, path)
         for path, node in nodes:
             check_types(node, path, imports)
+            target = node_at(node, "_target_") if "_target_" in node else None
+            if target is not None and not is_interpolation(target):
+                targets.add(str(node["_target_"]))
+    if imports:  # their classes are imported now: the next run's light check reads them
+        remember(targets)
     seed = cfg.get("seed")
     if _number(seed) and not 0 <= seed < 2**32:
         raise ConfigError(f"seed={seed} is not valid: it must be in [0, 2**32) (or null)")
