@@ -2,13 +2,14 @@
 so that train.py's light entry checks types and ranges (and reads a model's ``monitor``)
 without importing torch, Lightning or the model: importing them takes seconds.
 
-The cache is nobody's to edit and not in git. Each entry records the source files it was
-read from (the modules of the class and of every base class, and utils/ranges.py) with
-their modification times; an entry whose files changed is not used. The full check, after
-the run has imported its classes, writes the entries of the targets it checked
-(``remember``), so a fork's new or changed class is checked before torch from its second
-run on, and checked after torch, as every class is, on its first. ``make install`` writes
-the entries of every target configs/ names (``write``).
+The cache is nobody's to edit and not in git. Each entry records the environment and the
+source files it was read from (the modules of the class and of every base class, and
+utils/ranges.py) with their modification times; an entry whose files changed, or one
+another environment wrote, is not used. The full check, after the run has imported its
+classes, writes the entries of the targets it checked (``remember``), so a fork's new or
+changed class is checked before torch from its second run on, and after torch, as every
+class is, on its first. ``make install`` writes the entries of every target configs/ names
+(``write``).
 """
 
 import collections.abc
@@ -118,6 +119,7 @@ def describe(target: str) -> dict[str, Any]:
         if isinstance(getattr(obj, key, None), str):
             entry[key] = getattr(obj, key)
     entry["files"] = {str(f): f.stat().st_mtime_ns for f in source_files(obj)}
+    entry["python"] = sys.prefix  # another environment imports other files
     return entry
 
 
@@ -134,11 +136,11 @@ def signatures() -> dict[str, Any]:
 
 
 def current(entry: dict[str, Any]) -> bool:
-    """Whether every file the entry was read from is as it was then."""
+    """Whether the entry was read in this environment, from files that are as they were."""
+    if entry.get("python") != sys.prefix or not entry.get("files"):
+        return False
     try:
-        return bool(entry.get("files")) and all(
-            os.stat(f).st_mtime_ns == t for f, t in entry["files"].items()
-        )
+        return all(os.stat(f).st_mtime_ns == t for f, t in entry["files"].items())
     except OSError:
         return False
 
