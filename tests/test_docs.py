@@ -115,3 +115,13 @@ def test_the_package_holds_no_benchmark_search_or_results_code():
     names = [p.relative_to(package).as_posix() for p in package.rglob("*.py")]
     notebook = [n for n in names if re.search(r"bench|search|_results|recipe", n)]
     assert not notebook, notebook
+
+
+def test_slurm_writes_its_log_into_a_folder_every_clone_has():
+    """SLURM opens ``--output`` before the script runs: a folder the script would make
+    itself (logs/slurm/) is not there on the first submission, which then fails unlogged."""
+    text = (ROOT / "scripts" / "slurm.sbatch").read_text()
+    output = re.search(r"^#SBATCH --output=(\S+)", text, re.MULTILINE)[1]
+    folder = (ROOT / output).parent
+    tracked = {p.parent for p in ROOT.joinpath("logs").glob(".gitkeep")}  # .gitignore keeps it
+    assert folder in tracked, f"{output}: {folder} is not a folder of a fresh clone"

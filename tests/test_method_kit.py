@@ -1,6 +1,6 @@
 """The promises every self-supervised experiment keeps, checked for each file of
 configs/experiment whose model is a ``SelfSupervised`` and whose data needs no download: a new
-method inherits these tests by adding its experiment (README: "Add a self-supervised method").
+method inherits these tests by adding its experiment (docs/fork.md: "Add a self-supervised method").
 
 - 2 CPU ranks, each on half the batch, compute what one process computes on the whole batch:
   the loss (averaged over ranks, as logged), the gradients (averaged, as DDP does) and the

@@ -1,0 +1,59 @@
+"""A fork adds a method as the README says, and nothing else changes: BYOL
+(tests/fixtures/fork_byol: its LightningModule and its two configs) copied into a copy of
+the project passes the method kit there, fast and slow, with the README's command, and no
+make target or generated file is needed."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+FORK = ROOT / "tests" / "fixtures" / "fork_byol"
+COPIED = ["src", "configs", "tests", "train.py", "eval.py", "pyproject.toml"]
+NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
+
+
+def new_files() -> list[str]:
+    return sorted(str(p.relative_to(FORK)) for p in FORK.rglob("*") if p.is_file())
+
+
+def test_the_docs_count_the_files_the_fork_adds():
+    """README and docs/fork.md say how many files a method is: the fork's count."""
+    claims = [
+        (doc, word)
+        for doc in ("README.md", "docs/fork.md")
+        for word in re.findall(r"\b(\w+) new files", (ROOT / doc).read_text(), re.IGNORECASE)
+    ]
+    assert claims, "the docs no longer say how many files a new method is"
+    for doc, word in claims:
+        assert NUMBERS[word.lower()] == len(new_files()), (doc, word, new_files())
+
+
+@pytest.mark.slow  # the kit's 2-rank step, a SIGTERM resume and a 2-rank train.py run
+def test_a_forked_method_passes_the_method_kit_with_no_other_edit(tmp_path):
+    fork = tmp_path / "fork"
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "signatures.json", "fork_byol")
+    for name in COPIED:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, fork / name, ignore=skip)
+        else:
+            shutil.copy2(source, fork / name)
+    for path in new_files():
+        assert not (fork / path).exists(), f"{path} is not new"
+        (fork / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(FORK / path, fork / path)
+    env = {**os.environ, "PYTHONPATH": str(fork / "src"), "WANDB_MODE": "offline"}
+    # the README's command, fast then slow; the fork's trainlab is the one imported
+    for marks in ([], ["-m", "slow"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *marks,
+             "tests/test_method_kit.py", "-k", "[byol_digits]"],
+            cwd=fork, env=env, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+        assert re.search(r"\b[1-9]\d* passed", done.stdout) and "failed" not in done.stdout
