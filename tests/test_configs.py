@@ -27,7 +27,7 @@ def test_ijepa_experiment_is_the_paper_recipe(cfg_factory):
     cfg = cfg_factory("experiment=ijepa")
     enc, pred, m = cfg.model.encoder, cfg.model.predictor, cfg.model
     assert (enc.size, enc.patch_size, cfg.data.image_size) == ("vit_huge", 14, 224)
-    assert (pred.depth, pred.pred_dim) == (12, 384)
+    assert (pred.depth, pred.pred_dim, pred.num_heads) == (12, 384, 16)  # the encoder's heads
     assert cfg.data.global_batch_size == 2048 and cfg.trainer.precision == "bf16-mixed"
     assert cfg.trainer.max_epochs == 300 and m.warmup_epochs == 40
     assert list(m.lr) == [2e-4, 1e-3, 1e-6] and list(m.ema) == [0.996, 1.0]

@@ -48,7 +48,7 @@ def timm_loads_strictly(path, enc, **kwargs) -> VisionTransformer:
 
 
 @pytest.mark.parametrize("prefix", ["module.", ""])
-def test_official_checkpoint_loads_into_all_three_parts(tmp_path, prefix):
+def test_official_checkpoint_loads_into_all_three_parts(tmp_path, prefix, caplog):
     model, _ = tiny_ijepa(tmp_path)
     enc, tgt = randomised(model.encoder.state_dict()), randomised(model.target_encoder.state_dict())
     pred = randomised(model.predictor.state_dict())
@@ -66,6 +66,15 @@ def test_official_checkpoint_loads_into_all_three_parts(tmp_path, prefix):
         path,
     )
     model.load_weights(str(path))
+    # no config in the file, and heads change no shape: the count it assumed, in one line
+    heads = model.predictor.blocks[0].attn.num_heads, model.encoder.blocks[0].attn.num_heads
+    said = [
+        r.getMessage() for r in caplog.records if "records no predictor heads" in r.getMessage()
+    ]
+    assert (
+        len(said) == 1
+        and f"num_heads={heads[0]} (the official code uses the encoder's: {heads[1]})" in said[0]
+    )
     assert torch.equal(model.encoder.blocks[0].attn.qkv.weight, enc["blocks.0.attn.qkv.weight"])
     assert torch.equal(model.target_encoder.norm.weight, tgt["norm.weight"])
     assert torch.equal(model.predictor.embed.weight, pred["embed.weight"])

@@ -17,7 +17,10 @@ from trainlab.networks.target_norm import TARGET_NORMS
 from trainlab.networks.teacher import teacher_of
 from trainlab.networks.vit import ViTEncoder, gather_tokens, require_tokens
 from trainlab.networks.weights import load_into, network_parts, read_state
+from trainlab.utils.logging import get_logger
 from trainlab.utils.ranges import Count, EmaSchedule
+
+log = get_logger(__name__)
 
 
 class IJEPA(SelfSupervised):
@@ -63,9 +66,22 @@ class IJEPA(SelfSupervised):
 
     def load_weights(self, path: str) -> None:
         """Start from an official I-JEPA, timm ``*_ijepa`` or trainlab checkpoint."""
-        for name, state in network_parts(read_state(path)).items():
+        state = read_state(path)
+        parts = network_parts(state)
+        for name, part in parts.items():
             if name != "evaluated":
-                load_into(getattr(self, name), state, name)
+                load_into(getattr(self, name), part, name)
+        if "predictor" in parts and "state_dict" not in state:
+            # An official checkpoint records no config, and the head count changes no
+            # weight's shape: say what was assumed, and what the official code builds.
+            heads = self.predictor.blocks[0].attn.num_heads
+            official = self.encoder.blocks[0].attn.num_heads
+            line = (
+                f"model.init_from: {path} records no predictor heads; loaded with "
+                f"model.predictor.num_heads={heads} (the official code uses the encoder's: "
+                f"{official})"
+            )
+            (log.info if heads == official else log.warning)(line)
 
     def train(self, mode: bool = True):
         """The target encoder always runs as in evaluation, so stochastic depth
