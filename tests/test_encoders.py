@@ -14,9 +14,13 @@ from omegaconf import OmegaConf
 
 import trainlab.commands
 from trainlab.evaluation.features import encoder_views
-from trainlab.networks.encoder import layer_widths, pooled_and_layers, pooled_layers
+from trainlab.networks.encoder import layer_widths, pooled_and_layers, pooled_layers, pooled_width
 from trainlab.networks.encoder_classifier import EncoderClassifier
-from trainlab.networks.global_batch_norm import GlobalBatchNorm2d
+from trainlab.networks.global_batch_norm import (
+    GlobalBatchNorm2d,
+    GlobalBatchNormAct2d,
+    per_rank_batch_norms,
+)
 from trainlab.networks.grad_strides import keep_grad_strides, same_layout
 from trainlab.networks.masks import step_generator
 from trainlab.networks.vit import ViTEncoder
@@ -24,7 +28,7 @@ from trainlab.networks.weights import export_encoder
 from trainlab.utils import torch_internals
 from trainlab.utils.ddp_buffers import keep_out_of_buffer_broadcast
 
-FAMILIES = ["resnet", "convnext"]
+FAMILIES = ["resnet", "convnext", "timm"]  # timm: efficientnet_b0, BatchNormAct2d
 
 
 def model_of(tmp_path, experiment: str, encoder: str | None = None):
@@ -53,7 +57,7 @@ def test_a_timm_encoder_is_read_through_timms_api_alone(tmp_path, family):
     assert torch.allclose(pooled, encoder(x), atol=1e-5)
     for a, b in zip(layers, pooled_layers(encoder, x, 4), strict=True):
         assert torch.allclose(a, b, atol=1e-5)
-    assert encoder(x).shape == (3, encoder.num_features)
+    assert encoder(x).shape == (3, pooled_width(encoder))
     got = encoder_views(encoder)(x)
     assert got["last"].shape == (3, widths[-1]) and got["last4"].shape == (3, sum(widths))
 
@@ -157,7 +161,7 @@ def test_a_cnn_run_is_rated_and_probed_from_its_checkpoint(tmp_path, monkeypatch
     probed = json.loads((tmp_path / "train" / "runs" / "probe" / "metrics.json").read_text())
     assert "val/acc" in probed["metrics"]
     saved = OmegaConf.load(tmp_path / "train" / "runs" / "probe" / "config.yaml")
-    assert saved.model.net.encoder.model_name == {"resnet": "resnet18", "convnext": "convnext_atto"}[family]  # fmt: skip
+    assert saved.model.net.encoder.model_name == {"resnet": "resnet18", "convnext": "convnext_atto", "timm": "efficientnet_b0"}[family]  # fmt: skip
 
 
 def test_a_convnexts_gradients_keep_their_parameters_strides_and_values():
@@ -179,3 +183,51 @@ def test_a_convnexts_gradients_keep_their_parameters_strides_and_values():
         assert torch.equal(p.grad, grads[n]), n
     nhwc = torch.empty(4, 3, 5, 5).to(memory_format=torch.channels_last)
     assert not same_layout(nhwc, torch.empty(4, 3, 5, 5))
+
+
+@pytest.mark.parametrize("name", ["efficientnet_b0", "regnetx_002", "mobilenetv3_small_100"])
+def test_every_batchnorm_of_a_timm_cnn_is_the_global_kind_with_its_activation_kept(tmp_path, name):
+    """timm's BatchNormAct2d (BatchNorm, drop, activation) could not take the project's
+    norm class, and ran per rank silently: now each is GlobalBatchNormAct2d, computing what
+    timm's own module computes on one process, weights and statistics in place."""
+    cfg = compose_cfg(
+        tmp_path, ["experiment=vicreg_digits_efficientnet", f"model.encoder.model_name={name}"]
+    )
+    torch.manual_seed(0)
+    encoder = instantiate(cfg.model.encoder)
+    torch.manual_seed(0)
+    plain = timm.create_model(name, num_classes=0, in_chans=1)
+    assert per_rank_batch_norms(encoder) == [] and per_rank_batch_norms(plain) != []
+    kinds = {type(m) for m in encoder.modules()}
+    assert GlobalBatchNormAct2d in kinds or GlobalBatchNorm2d in kinds
+    assert encoder.state_dict().keys() == plain.state_dict().keys()
+    x = torch.randn(4, 1, 32, 32)
+    assert torch.allclose(encoder.train()(x), plain.train()(x), atol=1e-5)  # act and drop kept
+    assert torch.allclose(encoder.eval()(x), plain.eval()(x), atol=1e-5)  # statistics moved alike
+
+
+def test_per_rank_batchnorm_on_two_ranks_is_refused_unless_named(tmp_path):
+    """2 ranks with a per-rank BatchNorm in the encoder differ from 1 process with no word:
+    refused in one line naming the key, kept where the user names per_rank; and
+    trainer.sync_batchnorm=true, which would drop a BatchNormAct2d's activation, refused."""
+    from trainlab.run.checks.preflight import check_batch_statistics
+    from trainlab.utils.errors import ConfigError
+
+    model, cfg = model_of(tmp_path, "vicreg_digits_resnet")
+    check_batch_statistics(cfg, model, world_size=2)  # global: accepted
+    model.encoder.bn1.__class__ = torch.nn.BatchNorm2d  # one left per rank, as a fork's own
+    check_batch_statistics(cfg, model, world_size=1)  # one process: nothing to differ from
+    with pytest.raises(
+        ConfigError, match=r"1 BatchNorms .*\(bn1, \.\.\.\).*model.encoder.batch_norm=global"
+    ):
+        check_batch_statistics(cfg, model, world_size=2)
+    named = compose_cfg(
+        tmp_path, ["experiment=vicreg_digits_resnet", "model.encoder.batch_norm=per_rank"]
+    )
+    check_batch_statistics(named, model, world_size=2)
+    timm_model, timm_cfg = model_of(tmp_path, "vicreg_digits_efficientnet")
+    synced = compose_cfg(
+        tmp_path, ["experiment=vicreg_digits_efficientnet", "trainer.sync_batchnorm=true"]
+    )
+    with pytest.raises(ConfigError, match="trainer.sync_batchnorm=true would turn the model's"):
+        check_batch_statistics(synced, timm_model, world_size=2)

@@ -1,8 +1,8 @@
 """trainlab's Optuna sweeper (``hparams_search=optuna``): optuna 4, a study that persists, pruning.
 
 Hydra finds sweepers only in the ``hydra_plugins`` package, hence this file's place. Written
-here because hydra-optuna-sweeper 1.2, the last release, pins optuna 2.10 and cannot prune:
-its trials never reach the job. This one asks Optuna for a trial, runs it as a Hydra job
+here because hydra-optuna-sweeper 1.2, the last release (its main branch, unreleased, is on
+optuna 4), pins optuna 2.10 and cannot prune: its trials never reach the job. This one asks Optuna for a trial, runs it as a Hydra job
 (any launcher: local, with DDP, SLURM) and tells Optuna the job's result.
 
 - The study is stored in SQLite, ``<sweep dir>/optuna.db``, with the sweep dir

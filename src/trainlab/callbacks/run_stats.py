@@ -1,8 +1,8 @@
 """Measures what a run reports about its speed: samples/s, tokens/s, TFLOP/s and MFU.
 
-Lightning's ThroughputMonitor counts items from the batch alone and reads FLOPs from a
-per-shape measurement; I-JEPA's token count and FLOPs change every step with the masks, so
-the module reports its own (``step_tokens``, ``step_flops``: IJEPA.count_work) and this
+Lightning's ThroughputMonitor counts samples and items from the batch alone
+(``batch_size_fn``, ``length_fn``); I-JEPA's token count and FLOPs change every step with
+masks the model draws, which the batch does not hold, so the module reports its own (``step_tokens``, ``step_flops``: IJEPA.count_work) and this
 callback turns them into rates. Rates are logged at the logging interval, over the steps
 since the last log, so a GPU run syncs once per interval, not every step. The run summary
 gets the same numbers from the end of the first logged interval to the end of the fit:

@@ -8,7 +8,7 @@ import torch
 
 from trainlab.losses.dino import DINOLoss
 from trainlab.model.self_supervised import SelfSupervised
-from trainlab.networks.encoder import pooled_and_layers
+from trainlab.networks.encoder import pooled_and_layers, pooled_width
 from trainlab.networks.heads import ProjectionHead
 from trainlab.networks.running_mean import RunningMean
 from trainlab.networks.teacher import teacher_of
@@ -42,7 +42,7 @@ class DINO(SelfSupervised):
         **base,
     ):
         super().__init__(encoder, ema=ema, **base)
-        self.head: ProjectionHead = head(in_dim=encoder.num_features)
+        self.head: ProjectionHead = head(in_dim=pooled_width(encoder))
         self.target_encoder = teacher_of(encoder)
         self.target_head = teacher_of(self.head)
         self.center = RunningMean(self.head.prototypes.out_features, center_momentum)

@@ -6,7 +6,7 @@ import torch
 
 from trainlab.losses.vicreg import VICRegLoss
 from trainlab.model.self_supervised import SelfSupervised
-from trainlab.networks.encoder import pooled_and_layers
+from trainlab.networks.encoder import pooled_and_layers, pooled_width
 from trainlab.networks.gather import gather_batch
 from trainlab.utils.ranges import NonNegative
 
@@ -28,7 +28,7 @@ class VICReg(SelfSupervised):
         **base,
     ):
         super().__init__(encoder, **base)
-        self.expander = expander(in_dim=encoder.num_features)
+        self.expander = expander(in_dim=pooled_width(encoder))
         self.criterion = VICRegLoss(invariance, variance, covariance)
 
     def loss(self, views, generator: torch.Generator):

@@ -1,10 +1,18 @@
 """The encoder contract is timm's: any ``timm.create_model(name, num_classes=0)`` (ResNet,
-ConvNeXt, ViT, ...) or the project's ``ViTEncoder`` is an encoder, read only through:
+ConvNeXt, EfficientNet, ViT, ...) or the project's ``ViTEncoder`` is an encoder. An encoder
+of your own needs these five, which is all the project reads (tests/test_encoders.py trains,
+rates and exports one written to this list alone):
 
-- ``encoder(images)``: one pooled vector per image (B, num_features), timm's forward
-  without a classifier;
+- ``encoder(images)``: one pooled vector per image (B, width), timm's forward without a
+  classifier;
+- ``encoder.num_features``: that width (timm's ``head_hidden_size`` instead, where a model
+  has one that differs: MobileNetV3's conv head; ``pooled_width``);
 - ``encoder.forward_intermediates(images, indices=n, norm=True, intermediates_only=True)``:
-  the outputs of the last n stages (a CNN) or blocks (a ViT), NCHW or tokens;
+  a list of the outputs of the last n stages (a CNN) or blocks (a ViT), NCHW or tokens;
+- ``encoder.forward_intermediates(images, indices=n, norm=True)``: ``(final, that list)``,
+  ``final`` the last stage's output before pooling, and
+  ``encoder.forward_head(final, pre_logits=True)``: the pooled vector of ``encoder(images)``
+  from it (one forward for both: ``pooled_and_layers``);
 - ``encoder.feature_info``: one entry per stage or block, with its width (``num_chs``).
 
 The methods, the online monitors, the frozen-feature protocol, the probe and fine-tuning
@@ -18,6 +26,11 @@ from torch import nn
 #: The I-JEPA paper's probe reads the last 4 blocks; the monitors and the protocol's
 #: ``last4`` view read the last 4 stages or blocks of any encoder.
 PROBE_LAYERS = 4
+
+
+def pooled_width(encoder: nn.Module) -> int:
+    """The width of ``encoder(images)``: a head's input width."""
+    return getattr(encoder, "head_hidden_size", None) or encoder.num_features
 
 
 def layer_count(encoder: nn.Module) -> int:

@@ -3,7 +3,7 @@
 Each update averages the batch mean over ranks first (torch.distributed's all_reduce, when a
 process group exists), then moves the buffer by an EMA, so the centre describes the global
 batch and needs no DDP buffer broadcast to stay equal. Lightly keeps the same idea in its
-``CenteringModule``; here it is a buffer, checkpointed and compared across ranks with the
+``Center`` module; here it is a buffer, checkpointed and compared across ranks with the
 module (callbacks/rank_consistency.py).
 """
 

@@ -67,7 +67,12 @@ def check(cfg: DictConfig) -> Accepted:
     puts one real batch through the model (preflight), child ranks run rank 0's checked
     config. ``cfg`` is not changed."""
     from trainlab.run.batch import batch_for_world  # torch and Lightning
-    from trainlab.run.checks.preflight import build_model, dry_trainer, preflight
+    from trainlab.run.checks.preflight import (
+        build_model,
+        check_batch_statistics,
+        dry_trainer,
+        preflight,
+    )
     from trainlab.run.memory_fit import fit_run
     from trainlab.strategy.checks import check_launch
 
@@ -86,6 +91,7 @@ def check(cfg: DictConfig) -> Accepted:
     # model is built with.
     batch, settled = batch_for_world(cfg, dry_trainer(cfg), datamodule)
     model = build_model(settled)
+    check_batch_statistics(settled, model, batch["world_size"])
     # Will it fit the device? Before the run dir: a run that fits no way stops here. The
     # model stays: the global batch, and so the learning rates, are the same.
     fit = fit_run(settled, model, datamodule, batch["world_size"], rundir.is_global_zero())

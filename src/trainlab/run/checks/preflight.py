@@ -20,10 +20,11 @@ import warnings
 import hydra
 import torch
 from hydra.errors import InstantiationException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader
 
 from trainlab.model.self_supervised import SelfSupervised
+from trainlab.networks.global_batch_norm import per_rank_batch_norms
 from trainlab.networks.masks import step_generator
 from trainlab.run.checks.config import dict_nodes
 from trainlab.utils.errors import ConfigError, UserError, one_line
@@ -140,6 +141,36 @@ def check_run_objects(cfg: DictConfig, model) -> None:
     for name, node in (cfg.get("callbacks") or {}).items():
         if isinstance(node, DictConfig) and "_target_" in node:
             built(f"callbacks.{name}", node)
+
+
+def check_batch_statistics(cfg: DictConfig, model, world_size: int) -> None:
+    """On several ranks, an encoder whose BatchNorms normalise one rank's rows trains
+    otherwise than one process on the global batch, silently: refused unless asked for by
+    name. torch's SyncBatchNorm conversion (``trainer.sync_batchnorm=true``) would replace
+    timm's BatchNormAct2d and drop its activation: refused where the model holds one."""
+    from timm.layers import BatchNormAct2d
+
+    encoder = getattr(model, "encoder", None)
+    if cfg.trainer.get("sync_batchnorm"):
+        acts = [n for n, m in model.named_modules() if isinstance(m, BatchNormAct2d)]
+        if acts:
+            raise ConfigError(
+                f"trainer.sync_batchnorm=true would turn the model's {len(acts)} BatchNormAct2d "
+                f"({acts[0]}, ...) into torch's SyncBatchNorm, which drops their activation: "
+                "drop it; model.encoder.batch_norm=global normalises over all ranks already"
+            )
+        return
+    if world_size < 2 or encoder is None:
+        return
+    per_rank = per_rank_batch_norms(encoder)
+    asked = OmegaConf.select(cfg, "model.encoder.batch_norm") == "per_rank"
+    if per_rank and not asked:
+        raise ConfigError(
+            f"model.encoder has {len(per_rank)} BatchNorms that normalise each rank's own rows "
+            f"({per_rank[0]}, ...): {world_size} ranks would not train as one process. Set "
+            "model.encoder.batch_norm=global (a timm encoder), trainer.sync_batchnorm=true "
+            "on GPUs, or model.encoder.batch_norm=per_rank to keep them"
+        )
 
 
 def preflight(cfg: DictConfig, datamodule, model) -> float:
