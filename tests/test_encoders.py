@@ -231,3 +231,26 @@ def test_per_rank_batchnorm_on_two_ranks_is_refused_unless_named(tmp_path):
     )
     with pytest.raises(ConfigError, match="trainer.sync_batchnorm=true would turn the model's"):
         check_batch_statistics(synced, timm_model, world_size=2)
+
+
+@pytest.mark.slow  # a train.py run with the end-of-run table (about 60 s): make test-slow
+def test_an_encoder_written_to_the_contract_alone_trains_rates_and_exports(tmp_path, monkeypatch):
+    """VICReg on tests/fixtures/contract_encoder.py's CNN, from train.py: it trains, the
+    end-of-run table rates it, and export writes what the same class loads strictly."""
+    from fixtures.contract_encoder import ContractCNN
+    from safetensors.torch import load_file
+
+    node = "{_target_:fixtures.contract_encoder.ContractCNN,in_chans:1}"
+    argv = ["train.py", "experiment=vicreg_digits", "~model.encoder", f"+model.encoder={node}",
+            "trainer.max_epochs=1", "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
+            "test=false", "extras.print_config=false", "features.train_per_class=10",
+            "features.eval_per_class=5", f"paths.log_dir={tmp_path}", "run_name=own"]  # fmt: skip
+    assert run_in_process(trainlab.commands.train_command, argv, monkeypatch) == 0
+    run_dir = tmp_path / "train" / "runs" / "own"
+    metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
+    assert 0 <= metrics["features/linear_acc"] <= 1 and 0 <= metrics["features/knn_acc"] <= 1
+    out = export_encoder(run_dir / "checkpoints" / "last.ckpt", tmp_path / "own.safetensors")
+    encoder = ContractCNN(in_chans=1)
+    encoder.load_state_dict(load_file(str(out)), strict=True)
+    saved = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    assert torch.equal(encoder.stages[0][0].weight, saved["encoder.stages.0.0.weight"])
