@@ -130,8 +130,12 @@ ROUND5: dict[str, list[str]] = {
     # Seed 0 of ijepa_mnist at 70 epochs read 0.87 on the online probe at epoch 34, where the
     # 35-epoch run ends at 0.84: is it the target still moving (EMA) or the LR still high?
     "r5_ema_end_0.999": ["model.ema=[0.996,0.999]"],
-    "r5_lr_flat": ["model.lr=[1.0e-4,3.0e-4,3.0e-4]"],
-    "r5_lr_end_1e-4": ["model.lr=[1.0e-4,3.0e-4,1.0e-4]"],
+    "r5_lr_flat": ["model.start_lr=1.0e-4", "model.optimizer.lr=3.0e-4", "model.final_lr=3.0e-4"],
+    "r5_lr_end_1e-4": [
+        "model.start_lr=1.0e-4",
+        "model.optimizer.lr=3.0e-4",
+        "model.final_lr=1.0e-4",
+    ],
     "r5_var_cov_0.1": ["model.var_cov=0.1"],
     "r5_big_targets": ["model.masks.target_scale=[0.25,0.4]"],
 }
@@ -202,11 +206,18 @@ VARIANTS.update(ROUND17)
 STEM_16 = "model.encoder.stem_width=16"
 ROUND18: dict[str, list[str]] = {
     "r18_base": [STEM_16],
-    "r18_lr_end_1e-4": [STEM_16, "model.lr=[1.0e-4,3.0e-4,1.0e-4]"],
+    "r18_lr_end_1e-4": [
+        STEM_16,
+        "model.start_lr=1.0e-4",
+        "model.optimizer.lr=3.0e-4",
+        "model.final_lr=1.0e-4",
+    ],
     "r18_ema_0.998": [STEM_16, "model.ema=[0.998,1.0]"],
     "r18_lr_end_1e-4_ema_0.998": [
         STEM_16,
-        "model.lr=[1.0e-4,3.0e-4,1.0e-4]",
+        "model.start_lr=1.0e-4",
+        "model.optimizer.lr=3.0e-4",
+        "model.final_lr=1.0e-4",
         "model.ema=[0.998,1.0]",
     ],
 }

@@ -14,7 +14,8 @@ ROWS = [
     # learning rates, schedules and momenta
     ("model.optimizer.lr=-1", "model.optimizer.lr"),
     ("model.optimizer.lr=0", "model.optimizer.lr"),
-    ("model.lr=[-1e-4,1e-3,1e-6]", "model.lr"),
+    ("model.start_lr=-1e-4", "model.start_lr"),
+    ("model.final_lr=-1e-6", "model.final_lr"),
     ("model.warmup_epochs=-1", "model.warmup_epochs"),
     ("model.weight_decay=[-0.1,0.4]", "model.weight_decay"),
     ("model.optimizer.weight_decay=-0.01", "model.optimizer.weight_decay"),
@@ -115,8 +116,12 @@ ROWS = [
     ("experiment=vae_digits model.free_bits=-1", "model.free_bits=-1 is not valid"),
     ("model.target_layers=0", "model.target_layers=0 is not valid"),
     ("experiment=digits_classifier model.layer_decay=0", "model.layer_decay=0 is not valid"),
-    ("model.lr=[1e-4,1e-3]", "model.lr=[0.0001, 0.001] is not valid"),
-    ("model.lr=[1e-4,inf,1e-6]", "finite number (item [1])"),
+    ("model.final_lr=inf", "model.final_lr=inf is not valid"),
+    # one learning-rate key: the old schedule key names the three that replace it
+    (
+        "model.lr=[1e-4,1e-3,1e-6]",
+        "model.lr is not a key of model; the peak learning rate is model.optimizer.lr",
+    ),
     ("data.in_chans=0", "data.in_chans=0 is not valid"),
     ("model.predictor.pred_dim=0", "model.predictor.pred_dim=0 is not valid"),
     ("data.test_fraction=0", "data.test_fraction=0 is not valid"),

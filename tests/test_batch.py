@@ -16,11 +16,10 @@ def test_global_batch_splits_over_devices_nodes_and_accumulation():
 @pytest.mark.parametrize("rule, factor", [("none", 1.0), ("linear", 4.0), ("sqrt", 2.0)])
 def test_lr_scaling_rules_multiply_every_named_rate(cfg_factory, rule, factor):
     cfg = cfg_factory(f"lr_scaling.rule={rule}", "lr_scaling.reference_batch=64")
-    ijepa_lr, peak = list(cfg.model.lr), cfg.model.optimizer.lr
+    rates = [cfg.model.start_lr, cfg.model.optimizer.lr, cfg.model.final_lr]
     assert scale_learning_rates(cfg, global_batch_size=256) == factor
-    assert list(cfg.model.lr) == pytest.approx([v * factor for v in ijepa_lr])
-    assert cfg.model.optimizer.lr == pytest.approx(peak * factor)
-    assert cfg.model.lr[1] == pytest.approx(cfg.model.optimizer.lr)  # peak scaled once
+    scaled = [cfg.model.start_lr, cfg.model.optimizer.lr, cfg.model.final_lr]
+    assert scaled == pytest.approx([v * factor for v in rates])  # each once
 
     classifier = cfg_factory("experiment=digits_classifier", f"lr_scaling.rule={rule}")
     lr = classifier.model.optimizer.lr
@@ -40,5 +39,5 @@ def test_sweeping_model_optimizer_lr_moves_the_ijepa_peak(cfg_factory):
     peaks = []
     for lr in (1e-3, 3e-4):
         cfg = cfg_factory("experiment=ijepa_digits", f"model.optimizer.lr={lr}")
-        peaks.append(instantiate(cfg.model).hparams.lr[1])
+        peaks.append(instantiate(cfg.model).peak_lr)
     assert peaks == pytest.approx([1e-3, 3e-4])

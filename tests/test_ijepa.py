@@ -50,11 +50,13 @@ def test_a_schedule_scale_stretches_the_schedules_past_the_run_but_not_the_warm_
         model, _ = tiny_ijepa(tmp_path, f"model.schedule_scale={scale}", "model.warmup_epochs=1")
         lightning_internals.attach_trainer(model, run)
         at[scale] = {step: model.schedules(step) for step in (10, 100)}
-    assert at[1.0][10]["lr"] == at[2.0][10]["lr"] == pytest.approx(model.hparams.lr[1])  # peak
+    assert at[1.0][10]["lr"] == at[2.0][10]["lr"] == pytest.approx(model.peak_lr)  # peak
     assert at[1.0][100]["ema"] == pytest.approx(1.0)  # the paper's: frozen at the end
     # the last step of the stretched run is the half-way point of a run twice as long,
     # with the same 10-step warm-up
-    half = warmup_cosine(100, 200, 10, *model.hparams.lr)
+    half = warmup_cosine(
+        100, 200, 10, model.hparams.start_lr, model.peak_lr, model.hparams.final_lr
+    )
     assert at[2.0][100]["lr"] == pytest.approx(half, rel=1e-6)
     assert at[2.0][100]["ema"] == pytest.approx(linear(100, 200, *model.hparams.ema))
     assert at[2.0][100]["ema"] < 1.0 and at[2.0][100]["lr"] > 10 * at[1.0][100]["lr"]

@@ -1,7 +1,6 @@
 """Where a run lives (run/checks/placement.py), how a sweep checks its jobs, and what a refused
 resume leaves: each refusal one line, exit 2, nothing written anywhere."""
 
-
 import pytest
 from conftest import ROOT, run_cli, run_in_process
 

@@ -33,14 +33,19 @@ def make_run(root, name, overrides, metrics=None, log="", last_ckpt=False, prune
 
 @pytest.fixture
 def runs(tmp_path):
-    make_run(tmp_path, "a", ["seed=0", "model.lr=0.1", "run_name=a"], {"val/acc": 0.5})
-    make_run(tmp_path, "b", ["seed=0", "model.lr=0.2", "run_name=b"], {"val/acc": 0.9})
-    make_run(tmp_path, "c", ["seed=0", "model.lr=0.3"], log="Traceback (most recent call last):\n")
-    make_run(tmp_path, "d", ["seed=0", "model.lr=0.4"], log="epoch 1", last_ckpt=True)
-    make_run(tmp_path, "e", ["seed=0", "model.lr=0.5"])
-    make_run(tmp_path, "f", ["seed=0", "model.lr=0.6"], {"val/acc": 0.1}, pruned=True)
+    make_run(tmp_path, "a", ["seed=0", "model.optimizer.lr=0.1", "run_name=a"], {"val/acc": 0.5})
+    make_run(tmp_path, "b", ["seed=0", "model.optimizer.lr=0.2", "run_name=b"], {"val/acc": 0.9})
+    make_run(
+        tmp_path,
+        "c",
+        ["seed=0", "model.optimizer.lr=0.3"],
+        log="Traceback (most recent call last):\n",
+    )
+    make_run(tmp_path, "d", ["seed=0", "model.optimizer.lr=0.4"], log="epoch 1", last_ckpt=True)
+    make_run(tmp_path, "e", ["seed=0", "model.optimizer.lr=0.5"])
+    make_run(tmp_path, "f", ["seed=0", "model.optimizer.lr=0.6"], {"val/acc": 0.1}, pruned=True)
     resumed = "Traceback (most recent call last):\n[rank 0] resuming from last.ckpt\nepoch 2"
-    make_run(tmp_path, "g", ["seed=0", "model.lr=0.7"], log=resumed, last_ckpt=True)
+    make_run(tmp_path, "g", ["seed=0", "model.optimizer.lr=0.7"], log=resumed, last_ckpt=True)
     return tmp_path
 
 
@@ -63,7 +68,7 @@ def test_status_overrides_and_checkpoint_of_each_run(runs, tmp_path):
         "g": "stopped",  # failed once, resumed, stopped since
     }
     # Only the override that differs is a column; run_name names the run, seed is the same.
-    assert "model.lr" in table["a"] and "seed" not in table["a"] and "run_name" not in table["a"]
+    assert "model.optimizer.lr" in table["a"] and "seed" not in table["a"] and "run_name" not in table["a"]
     assert table["b"]["optimized"] == "0.9" and table["b"]["minutes"] == "2.0"
     assert table["b"]["checkpoint"].endswith("runs/b/checkpoints/best.ckpt")
     assert table["d"]["checkpoint"].endswith("runs/d/checkpoints/last.ckpt")

@@ -41,14 +41,13 @@ from trainlab.networks.global_batch_norm import GlobalBatchNorm2d
 from trainlab.networks.masks import step_generator
 from trainlab.optim.fused import fused_by_default
 from trainlab.optim.param_groups import decay_groups
-from trainlab.optim.schedules import cosine, linear, warmup_cosine, warmup_steps
+from trainlab.optim.schedules import cosine, linear, peak_lr, warmup_cosine, warmup_steps
 from trainlab.utils import lightning_internals, torch_internals
 from trainlab.utils.ddp_buffers import keep_out_of_buffer_broadcast
 from trainlab.utils.ranges import (
     Count,
     DecaySchedule,
     EmaSchedule,
-    LrSchedule,
     NonNegative,
     ScheduleScale,
 )
@@ -63,7 +62,9 @@ class SelfSupervised(L.LightningModule):
     encoder: the ViT whose features are monitored and exported.
     optimizer: partial of a torch optimizer, completed with the parameter groups.
     num_classes: for the online probe and kNN only (labels never reach the loss).
-    lr: (warm-up start, peak, cosine end) per optimizer step; warmup_epochs: its warm-up.
+    start_lr, final_lr: the learning rate's warm-up start and cosine end per optimizer step;
+    its peak is the optimizer's own ``lr`` (model.optimizer.lr), the one key a sweep sets;
+    warmup_epochs: the warm-up.
     weight_decay: (start, end), cosine, on weight matrices only.
     ema: (start, end) momentum of the targets in ``ema_pairs``; None: no EMA.
     ema_shape: how the momentum goes from start to end: linear (I-JEPA) or cosine (DINO).
@@ -94,7 +95,8 @@ class SelfSupervised(L.LightningModule):
         *,
         optimizer,
         num_classes: Count,
-        lr: LrSchedule = (2e-4, 1e-3, 1e-6),
+        start_lr: NonNegative = 2e-4,
+        final_lr: NonNegative = 1e-6,
         warmup_epochs: NonNegative = 40,
         weight_decay: DecaySchedule = (0.04, 0.4),
         ema: EmaSchedule | None = None,
@@ -112,6 +114,8 @@ class SelfSupervised(L.LightningModule):
         built = [k for args in frames for k, v in args.items() if callable(v)]
         self.save_hyperparameters(logger=False, ignore=built)
         self.make_optimizer = optimizer
+        #: The schedule's peak: the optimizer's own lr (model.optimizer.lr).
+        self.peak_lr = peak_lr(optimizer)
         self.encoder = encoder
         #: How many last stages or blocks the monitors' features pool (the protocol's last4).
         self.monitored_blocks = probe_layers(encoder)
@@ -259,9 +263,10 @@ class SelfSupervised(L.LightningModule):
         run_steps = max(1, int(self.trainer.estimated_stepping_batches))
         warmup = warmup_steps(self.hparams.warmup_epochs, run_steps, self.trainer.max_epochs)
         total = int(run_steps * self.hparams.schedule_scale)
-        (lr0, lr_peak, lr_end), (wd0, wd_end) = self.hparams.lr, self.hparams.weight_decay
+        wd0, wd_end = self.hparams.weight_decay
+        lr0, lr_end = self.hparams.start_lr, self.hparams.final_lr
         out = {
-            "lr": warmup_cosine(step, total, warmup, lr0, lr_peak, lr_end),
+            "lr": warmup_cosine(step, total, warmup, lr0, self.peak_lr, lr_end),
             "wd": cosine(step, total, wd0, wd_end),
         }
         if self.hparams.ema is not None:

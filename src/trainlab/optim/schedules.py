@@ -4,12 +4,22 @@ torch's LR schedulers cover the learning rate only; I-JEPA also schedules weight
 and EMA momentum on the same step counter, so all three live here side by side.
 """
 
+import inspect
 import math
 
 
 def warmup_steps(warmup_epochs: float, total: int, max_epochs: int | None) -> int:
     """Warm-up epochs in optimizer steps, for a run of ``total`` steps over ``max_epochs``."""
     return int(warmup_epochs * (total / max(1, max_epochs or 1)))
+
+
+def peak_lr(optimizer) -> float:
+    """The learning rate's peak: the ``lr`` the optimizer is given (model.optimizer.lr), or
+    its class's default. One key, so a sweep, lr_scaling and the schedule read the same."""
+    given = getattr(optimizer, "keywords", {}).get("lr")
+    if given is None:
+        given = inspect.signature(optimizer).parameters["lr"].default
+    return float(given)
 
 
 def warmup_cosine(

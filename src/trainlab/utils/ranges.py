@@ -1,7 +1,7 @@
 """The ranges a constructor's arguments take, written into its signature.
 
 A class that a config instantiates says what each number may be where it names it
-(``lr: LrSchedule``, ``depth: Count``); trainlab.run.checks.config validates every
+(``weight_decay: DecaySchedule``, ``depth: Count``); trainlab.run.checks.config validates every
 ``_target_`` node of the composed config against these signatures with pydantic before
 anything is built, and names the key that breaks one. Plain ``annotated_types``: a new
 class may write its own (``Annotated[float, Interval(ge=0, lt=1)]``) as well as use these.
@@ -22,7 +22,6 @@ Probability = Annotated[float, Interval(ge=0, le=1)]
 DropRate = Annotated[float, Interval(ge=0, lt=1)]  # a rate that keeps some
 
 # Schedules as the models read them: (warm-up start, peak, end) and (start, end).
-LrSchedule = tuple[NonNegative, Positive, NonNegative]
 DecaySchedule = tuple[NonNegative, NonNegative]
 EmaSchedule = tuple[Momentum, Momentum]
 Bounds = tuple[Positive, Positive]  # (low, high): a scale or aspect range to draw from

@@ -25,6 +25,12 @@ from omegaconf import Container, OmegaConf
 
 from trainlab.utils.errors import UserError, storage_error
 
+# Keys that moved, and where to: Hydra's own "not a key" would suggest a near spelling.
+MOVED = {
+    "model.lr": "the peak learning rate is model.optimizer.lr, the warm-up start "
+    "model.start_lr and the cosine end model.final_lr",
+}
+
 
 def _nearest(name: str, names) -> str:
     close = difflib.get_close_matches(name, [str(n) for n in names], n=3, cutoff=0.5)
@@ -63,6 +69,8 @@ def describe(error: HydraException, script: str) -> str:
         node = key.rpartition(".")[0] or "the config"
         below = _same_name_below(str(cause.key), parent, key.rpartition(".")[0])
         hint = f"; did you mean {' or '.join(below)}?" if below else ""
+        if key in MOVED:
+            return f"{key} is not a key of {node}; {MOVED[key]}"
         return (
             f"{key} is not a key of {node}{hint or _nearest(cause.key, parent.keys())} "
             f"(python {script} --cfg job lists every key; +{key}=... adds a new one)"
