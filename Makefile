@@ -20,7 +20,7 @@ VERSIONS := import sys, torch, lightning, timm, torchvision; print(f"stack: Pyth
 	Lightning {lightning.__version__}, timm {timm.__version__}")
 
 .DEFAULT_GOAL := help
-.PHONY: help install train test test-slow test-full test-oldest bench bench-gpu lint format clean
+.PHONY: help install train data test test-slow test-full test-oldest bench bench-gpu lint format clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -44,6 +44,9 @@ $(OLDEST_STAMP): pyproject.toml
 
 train: $(STAMP) ## run the default job: I-JEPA on the embedded digits (CPU, ~4 min)
 	$(PY) train.py $(ARGS)
+
+data: $(STAMP) ## fetch Fashion-MNIST into data/ from Debian's package (or its hosts): what data=fashion_mnist does on first use
+	$(PY) -c 'from trainlab.data.torchvision_sets import TorchvisionDataModule as D; D("fashion_mnist", root="data", download=True).prepare_data()'
 
 test: $(STAMP) ## fast tests (under 6 minutes on 2 CPU cores)
 	@$(PY) -c '$(VERSIONS)'

@@ -1,14 +1,17 @@
 """MNIST, Fashion-MNIST, CIFAR-10 and CIFAR-100 through torchvision.
 
-With ``download=true`` torchvision fetches missing files into ``root``; offline with the
-files present nothing is fetched; offline without them the run stops at once with the
-path it expected.
+With ``download=true`` missing files are fetched into ``root``: from Debian's package where
+one holds the set (Fashion-MNIST: data/debian_package.py, the package mirror a machine
+already uses), else by torchvision from the data set's hosts. With the files present nothing
+is fetched; without them and without ``download`` the run stops at once with the path it
+expected and both ways to fill it.
 """
 
 from pathlib import Path
 
 from torchvision import datasets
 
+from trainlab.data import debian_package
 from trainlab.data.base import ImageDataModule
 from trainlab.utils.errors import DataError
 
@@ -32,17 +35,25 @@ class TorchvisionDataModule(ImageDataModule):
     def check(self) -> None:
         super().check()
         if not self.download and not Path(self.expected).is_dir():
-            raise DataError(
-                f"{self.name} not found at {self.expected}: set data.download=true on a machine "
-                f"with network, or copy the files there (data.root={self.root})"
-            )
+            raise DataError(f"{self.name} not found at {self.expected}: {self.ways_to_get_it()}")
+
+    def ways_to_get_it(self) -> str:
+        debian = (
+            f"Debian's {debian_package.PACKAGES[self.name][0]} package or "
+            if self.name in debian_package.PACKAGES
+            else ""
+        )
+        return (
+            f"set data.download=true to fetch it from {debian}its hosts, or copy the files "
+            f"there (data.root={self.root})"
+        )
 
     def _open(self, train: bool, download: bool = False):
         try:
             return self.cls(self.root, train=train, download=download)
         except RuntimeError as e:  # torchvision: "Dataset not found or corrupted."
             hint = (
-                "set data.download=true on a machine with network, or copy the files there"
+                self.ways_to_get_it()
                 if not download
                 else f"the download failed ({e}); copy the files there by hand"
             )  # also reached when the folder exists but holds incomplete or corrupt files
@@ -50,6 +61,8 @@ class TorchvisionDataModule(ImageDataModule):
 
     def prepare_data(self) -> None:
         # Runs on one process per node before setup: the only place that downloads.
+        if self.download and self.name in debian_package.PACKAGES and not self.complete():
+            debian_package.fetch(self.name, Path(self.expected))
         for train in (True, False):
             try:
                 self._open(train, download=self.download)
@@ -60,6 +73,14 @@ class TorchvisionDataModule(ImageDataModule):
                     f"{self.name} not found at {self.expected} and could not be downloaded "
                     f"({e}); copy the files there by hand"
                 ) from None
+
+    def complete(self) -> bool:
+        """Whether torchvision reads both splits from ``root``."""
+        try:
+            self._open(train=True), self._open(train=False)
+        except DataError:
+            return False
+        return True
 
     def build_splits(self):
         # No validation split in these sets: a seeded val_fraction of train is held out.
