@@ -30,7 +30,8 @@ def test_ijepa_experiment_is_the_paper_recipe(cfg_factory):
     assert (pred.depth, pred.pred_dim, pred.num_heads) == (12, 384, 16)  # the encoder's heads
     assert cfg.data.global_batch_size == 2048 and cfg.trainer.precision == "bf16-mixed"
     assert cfg.trainer.max_epochs == 300 and m.warmup_epochs == 40
-    assert list(m.lr) == [2e-4, 1e-3, 1e-6] and list(m.ema) == [0.996, 1.0]
+    assert (m.start_lr, m.optimizer.lr, m.final_lr) == (2e-4, 1e-3, 1e-6)
+    assert list(m.ema) == [0.996, 1.0]
     assert list(m.weight_decay) == [0.04, 0.4] and list(cfg.data.crop_scale) == [0.3, 1.0]
     assert list(m.masks.target_scale) == [0.15, 0.2] and m.masks.num_targets == 4
 
