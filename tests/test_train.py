@@ -110,7 +110,7 @@ def test_every_experiment_runs_and_checkpoints(tmp_path, experiment):
                 f"data.mean={list(d.mean)}",
                 f"data.std={list(d.std)}",
                 # an experiment's subsample of a large set would leave FakeData no batch
-                *(["data.train_fraction=1.0"] if "train_fraction" in d else []),
+                "++data.train_fraction=1.0",
             ],
         )
     train(cfg)
