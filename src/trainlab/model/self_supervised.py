@@ -37,7 +37,7 @@ from lightning.pytorch.utilities.parsing import collect_init_args
 
 from trainlab.evaluation.online import OnlineEvaluator
 from trainlab.networks.encoder import layer_widths, pooled_layers, probe_layers
-from trainlab.networks.global_batch_norm import GlobalBatchNorm2d
+from trainlab.networks.global_batch_norm import GLOBAL
 from trainlab.networks.masks import step_generator
 from trainlab.optim.fused import fused_by_default
 from trainlab.optim.param_groups import decay_groups
@@ -167,7 +167,7 @@ class SelfSupervised(L.LightningModule):
         names = [f"online.{name}" for name, _ in self.online.named_buffers()]
         names += list(self.owned_buffers)
         for prefix, module in self.named_modules():
-            if isinstance(module, (GlobalBatchNorm2d, torch.nn.SyncBatchNorm)):
+            if isinstance(module, GLOBAL):  # GlobalBatchNorm1d has no buffers
                 names += [f"{prefix}.{name}" for name, _ in module.named_buffers(recurse=False)]
         return names
 
