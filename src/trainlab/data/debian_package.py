@@ -32,17 +32,14 @@ def fetch(dataset: str, target: Path) -> bool:
     log.info(f"{dataset}: fetching Debian's {package} (about 31 MB) into {target}")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        work = Path(tmp).resolve()  # the commands run inside it
-        for command in (["apt-get", "download", package], ["dpkg-deb", "-x", f"{package}_*.deb"]):
-            if command[0] == "dpkg-deb":
-                debs = sorted(work.glob(command[2]))
-                if not debs:
-                    return False
-                command = [*command[:2], str(debs[-1]), str(work / "unpacked")]
-            done = subprocess.run(command, cwd=work, capture_output=True, text=True)
-            if done.returncode != 0:
-                log.info(f"{dataset}: {' '.join(command[:2])} failed: {done.stderr.strip()[-200:]}")
-                return False
+        work = Path(tmp).resolve()
+        if not _run(dataset, ["apt-get", "download", package], cwd=work):
+            return False
+        deb = next(work.glob(f"{package}_*.deb"), None)  # <package>_<version>_all.deb
+        if deb is None or not _run(
+            dataset, ["dpkg-deb", "-x", str(deb), str(work / "unpacked")], cwd=work
+        ):
+            return False
         staged = work / "files"
         staged.mkdir()
         for packed in sorted((work / "unpacked" / inside).glob("*.gz")):
@@ -53,3 +50,11 @@ def fetch(dataset: str, target: Path) -> bool:
             file.replace(target / file.name)  # each file whole: a second rank finds it complete
     log.info(f"{dataset}: {target} ready in {time.perf_counter() - start:.1f} s")
     return True
+
+
+def _run(dataset: str, command: list[str], cwd: Path) -> bool:
+    """Whether ``command`` succeeded; its error's end logged where it did not."""
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        log.info(f"{dataset}: {' '.join(command[:2])} failed: {done.stderr.strip()[-200:]}")
+    return done.returncode == 0
