@@ -1,0 +1,292 @@
+"""The Fashion-MNIST table: every self-supervised family frozen, beside the raw pixels, a random
+encoder of each shape, a supervised encoder of each shape and fine-tuning from the best method.
+
+    python research/fashion_results.py                     # seeds 0 1 2, every row
+    python research/fashion_results.py --seeds 0           # one seed
+    python research/fashion_results.py --seeds 0 --rows "raw pixels" VICReg
+
+Frozen rows are rated by the protocol of ``eval.py mode=features`` (trainlab.evaluation) on
+the 10,000 test images, every choice made on the validation split that data.val_fraction
+carves from train (fixed seed): linear and kNN with all 54,000 training labels, linear with a
+class-balanced 10 % and 1 % of them (drawn from the seed). Trained rows are ``train.py``'s
+test/acc, trained at each label fraction; the supervised encoders are also rated frozen, each
+on the labels it was trained with.
+
+Every run and every row's scores are cached under logs/fashion_results/: the same command
+finishes an interrupted table instead of starting it again, and ``--seeds 1 2`` later adds
+seeds to a table of seed 0. Writes research/fashion_results.md from all that is cached.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+from hydra.utils import instantiate
+from ijepa_results import ROOT, eval_data, low_shot, train  # research/: the same helpers
+
+from trainlab.data.low_shot import class_balanced_subset
+from trainlab.evaluation.checkpoint import load_encoder
+from trainlab.evaluation.features import encoder_views, pixel_views
+from trainlab.evaluation.protocol import extract_splits, rate_features
+from trainlab.utils.machine import cpu_model
+
+TASK = "fashion_results"
+SCORES = ROOT / "logs" / TASK / "scores"
+FRACTIONS = (1.0, 0.1, 0.01)
+# Self-supervised rows: {row: experiment}, each rated by the part its method evaluates (I-JEPA's
+# and DINO's EMA target, VICReg's and MAE's encoder).
+METHODS = {
+    "I-JEPA": "ijepa_fashion",
+    "VICReg": "vicreg_fashion",
+    "DINO": "dino_fashion",
+    "MAE": "mae_fashion",
+    "VICReg ResNet-18": "vicreg_fashion_resnet",
+    "DINO ResNet-18": "dino_fashion_resnet",
+}
+# The encoder shapes, each read from one method's run config (its encoder node, and its data
+# at the shape's image size): {shape: experiment}. The raw pixels are read at the ViT's 28 px.
+SHAPES = {"ViT-Tiny/7": "vicreg_fashion", "ResNet-18": "vicreg_fashion_resnet"}
+BASELINES = ["raw pixels", *(f"random {shape}" for shape in SHAPES)]
+SUPERVISED = [f"supervised {shape}" for shape in SHAPES]
+# Supervised and fine-tuning epochs by label fraction: about as many steps at 10 % and 1 % as
+# at 100 %, and validation every EVAL_EVERY[f] epochs.
+EPOCHS = {1.0: 3, 0.1: 30, 0.01: 100}
+EVAL_EVERY = {1.0: 1, 0.1: 10, 0.01: 25}
+
+
+def score_file(row: str, seed: int) -> Path:
+    return SCORES / f"{row.replace(' ', '_').replace('/', '')}_s{seed}.json"
+
+
+def cached(row: str, seed: int, compute) -> dict:
+    """``compute()`` for one row and seed, kept as JSON in logs/fashion_results/scores/."""
+    path = score_file(row, seed)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(compute()))
+    return json.loads(path.read_text())
+
+
+def finished(row: str, seeds: list[int]) -> list[dict]:
+    """The row's cached scores, one per seed of ``seeds`` that has them."""
+    return [
+        json.loads(score_file(row, s).read_text()) for s in seeds if score_file(row, s).exists()
+    ]
+
+
+def pretrain(experiment: str, seed: int) -> dict:
+    """``python train.py experiment=<experiment> seed=<seed>``'s metrics.json (cached)."""
+    # features.enabled=false: the run's own end-of-run rating is this table's 100 % columns,
+    # rated again here with the low-shot ones from the same features.
+    overrides = (f"experiment={experiment}", f"seed={seed}", "features.enabled=false")
+    return train(f"{experiment}_s{seed}", *overrides, task=TASK)
+
+
+def rate_fractions(views, run_dir: Path, name: str, seed: int, fractions=FRACTIONS) -> dict:
+    """{"linear": {fraction: test acc}, "linear_val": {fraction: val acc}, "knn": test acc
+    with all the labels} of one feature extractor on the data of ``run_dir``'s config:
+    features computed once, each label fraction rated on its class-balanced subset."""
+    _cfg, datasets, classes = eval_data(run_dir)
+    feats, labels = extract_splits(views, datasets, name)
+    out: dict = {"linear": {}, "linear_val": {}}
+    for fraction in fractions:
+        rating = rate_features(*low_shot(feats, labels, fraction, seed), classes)
+        out["linear"][str(fraction)] = rating.linear.test_acc
+        out["linear_val"][str(fraction)] = rating.linear.val_acc
+        if fraction == 1.0:
+            out["knn"] = rating.knn_acc
+    return out
+
+
+def method_row(row: str, seed: int) -> dict:
+    """The encoder that ``experiment=METHODS[row]`` pre-trains, rated frozen."""
+
+    def compute() -> dict:
+        pre = pretrain(METHODS[row], seed)
+        run_dir = Path(pre["run"]["run_dir"])
+        encoder_cfg = eval_data(run_dir)[0].model.encoder
+        encoder = load_encoder(encoder_cfg, pre["checkpoints"]["last"], "evaluated")
+        scores = rate_fractions(encoder_views(encoder), run_dir, row, seed)
+        run = pre["run"]
+        return {**scores, "minutes": run["fit_seconds"] / 60, "precision": run["precision"]}
+
+    return cached(row, seed, compute)
+
+
+def baseline_row(row: str, seed: int) -> dict:
+    """The raw pixels, or a random encoder of a shape drawn from the seed, rated frozen."""
+
+    def compute() -> dict:
+        shape = row.removeprefix("random ")
+        run_dir = Path(pretrain(SHAPES.get(shape, SHAPES["ViT-Tiny/7"]), seed)["run"]["run_dir"])
+        if row == "raw pixels":
+            return rate_fractions(pixel_views, run_dir, row, seed)
+        torch.manual_seed(seed)  # as eval.py draws its random encoder
+        encoder = instantiate(eval_data(run_dir)[0].model.encoder).eval()
+        return rate_fractions(encoder_views(encoder), run_dir, row, seed)
+
+    return cached(row, seed, compute)
+
+
+def classifier_row(row: str, seed: int, shape: str, init: str | None = None) -> dict:
+    """A classifier of ``shape`` trained by train.py at each label fraction, from scratch
+    (experiment=supervised_vit) or fine-tuned from the checkpoint ``init``
+    (experiment=finetune, which takes the encoder node of that checkpoint's run):
+    {"trained": {fraction: test acc}}, and for scratch its encoder rated frozen at the
+    fraction it was trained on."""
+
+    def compute() -> dict:
+        shape_run = Path(pretrain(SHAPES[shape], seed)["run"]["run_dir"])
+        cfg, splits, _ = eval_data(shape_run)
+        start = [f"model.init_from={init}"] if init else encoder_overrides(cfg.model.encoder)
+        out: dict = {"trained": {}, "linear": {}, "linear_val": {}}
+        for fraction in FRACTIONS:
+            # the loaders drop incomplete batches: at most the labelled subset's size
+            batch_size = min(128, len(class_balanced_subset(splits["train"], fraction, seed)))
+            run = train(
+                f"{row.replace(' ', '_').replace('/', '')}_f{fraction}_s{seed}",
+                f"experiment={'finetune' if init else 'supervised_vit'}",
+                "data=fashion_mnist",
+                f"data.image_size={cfg.data.image_size}",
+                "data.hflip=true",
+                *start,
+                f"data.train_fraction={fraction}",
+                f"data.seed={seed}",
+                f"seed={seed}",
+                f"data.batch_size={batch_size}",
+                f"trainer.max_epochs={EPOCHS[fraction]}",
+                f"trainer.check_val_every_n_epoch={EVAL_EVERY[fraction]}",
+                "trainer.precision='${cpu_precision:${trainer.accelerator}}'",
+                "features.enabled=false",  # its encoder is rated here, at its label fraction
+                task=TASK,
+            )
+            out["trained"][str(fraction)] = run["metrics"]["test/acc"]
+            if init is None:
+                encoder = load_encoder(cfg.model.encoder, run["checkpoints"]["last"], "encoder")
+                frozen = rate_fractions(encoder_views(encoder), shape_run, row, seed, [fraction])
+                out["linear"] |= frozen["linear"]
+                out["linear_val"] |= frozen["linear_val"]
+                out["knn"] = frozen.get("knn", out.get("knn"))
+        return out
+
+    return cached(row, seed, compute)
+
+
+def encoder_overrides(encoder) -> list[str]:
+    """A from-scratch classifier's encoder node, as the shape's run built its encoder."""
+    if encoder.get("model_name") == "resnet18":
+        # supervised_vit's ViT keys go: a ResNet takes none of them
+        vit_keys = ("patch_size", "size", "depth")
+        return [
+            "model/encoder@model.net.encoder=resnet",
+            *(f"~model.net.encoder.{k}" for k in vit_keys),
+        ]
+    keys = ("patch_size", "size", "depth", "stem_width")
+    return [f"model.net.encoder.{k}={'null' if encoder[k] is None else encoder[k]}" for k in keys]
+
+
+def best_method(seeds: list[int]) -> str | None:
+    """The method whose 100 % linear probe reads best on val (test never chooses), mean over
+    the seeds cached for it; None while no method is."""
+    means = {
+        row: statistics.mean(s["linear_val"]["1.0"] for s in done)
+        for row in METHODS
+        if (done := finished(row, seeds))
+    }
+    return max(means, key=means.get) if means else None
+
+
+def fmt(values: list[float]) -> str:
+    if not values:
+        return "-"
+    spread = statistics.pstdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values):.3f} ± {spread:.3f}"
+
+
+def table_lines(row: str, done: list[dict]) -> tuple[list[str], list[str]]:
+    """The row's table lines (mean ± std over its seeds), a frozen one and a trained one
+    where it has them, and the per-seed lines."""
+    lines, per_seed = [], []
+    for key in ("linear", "trained"):
+        if not done[0].get(key):
+            continue
+        name = f"{row}, frozen" if key == "linear" and "trained" in done[0] else row
+        cells = [fmt([s[key][str(f)] for s in done]) for f in FRACTIONS]
+        knn = fmt([s["knn"] for s in done]) if key == "linear" else "-"
+        minutes = fmt([s["minutes"] for s in done]) if "minutes" in done[0] else "-"
+        lines.append(
+            f"| {name} | {len(done)} | {cells[0]} | {knn} | {cells[1]} | {cells[2]} | {minutes} |"
+        )
+        per = [f"{f:.0%}: " + ", ".join(f"{s[key][str(f)]:.3f}" for s in done) for f in FRACTIONS]
+        if key == "linear":
+            per.append("kNN: " + ", ".join(f"{s['knn']:.3f}" for s in done))
+        per_seed.append(f"- {name}: " + "; ".join(per))
+    return lines, per_seed
+
+
+def main() -> None:
+    rows = [*BASELINES, *METHODS, *SUPERVISED, "fine-tune"]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
+    parser.add_argument("--rows", nargs="*", default=rows, choices=rows,
+                        help="which rows to compute (the file shows every cached one)")  # fmt: skip
+    args = parser.parse_args()
+    for seed in args.seeds:
+        for row in args.rows:
+            if row in METHODS:
+                method_row(row, seed)
+            elif row in BASELINES:
+                baseline_row(row, seed)
+            elif row in SUPERVISED:
+                classifier_row(row, seed, row.removeprefix("supervised "))
+            elif best := best_method(args.seeds):  # fine-tune from the best method so far
+                init = pretrain(METHODS[best], seed)["checkpoints"]["last"]
+                shape = "ResNet-18" if "ResNet" in best else "ViT-Tiny/7"
+                classifier_row(f"fine-tune from {best}", seed, shape, init)
+    write(sorted({*args.seeds, 0, 1, 2}))
+
+
+def write(seeds: list[int]) -> None:
+    """research/fashion_results.md from every cached row and seed."""
+    lines = ["| encoder | seeds | 100 % linear | 100 % kNN | 10 % linear | 1 % linear | pre-training min |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    per_seed = []
+    best = best_method(seeds)
+    for row in [*BASELINES, *METHODS, *SUPERVISED, *([f"fine-tune from {best}"] if best else [])]:
+        if done := finished(row, seeds):
+            more, per = table_lines(row, done)
+            lines += more
+            per_seed += per
+    precisions = sorted({s["precision"] for row in METHODS for s in finished(row, seeds)})
+    text = [
+        "# Fashion-MNIST: every family frozen, beside its baselines",
+        "",
+        f"Written by `python research/fashion_results.py {' '.join(sys.argv[1:])}` on "
+        f"{datetime.date.today()}: {cpu_model()}, {os.cpu_count()} CPU cores, torch "
+        f"{torch.__version__}, no GPU; pre-training in {', '.join(precisions) or '-'}. Test split "
+        "(10,000 images), mean ± std over the seeds each row has. Frozen rows: the protocol of "
+        "`eval.py mode=features` (linear grid and kNN view chosen on val, DINO kNN k=20); "
+        "10 % and 1 %: class-balanced subsets of the 54,000 training labels drawn from the "
+        "seed. Trained rows: test/acc of train.py (supervised_vit / finetune, epochs by label "
+        f"fraction {EPOCHS}). Fine-tuning starts from the method whose 100 % linear probe reads "
+        "best on val. Each pre-training is `python train.py experiment=<its experiment> "
+        "seed=<seed>` (research/fashion_results.py's METHODS).",
+        "",
+        *lines,
+        "",
+        "Per seed (test accuracy):",
+        "",
+        *per_seed,
+    ]
+    out = ROOT / "research" / "fashion_results.md"
+    out.write_text("\n".join(text) + "\n")
+    print("\n".join(text))
+
+
+if __name__ == "__main__":
+    main()
