@@ -64,7 +64,8 @@ TOY = {
 SLOW_EXPERIMENTS = {
     "dino_digits", "dino_digits_convnext", "dino_digits_resnet", "dino_mnist",
     "ijepa_cifar10", "supervised_resnet50", "vae_cifar10", "vicreg_digits_resnet",
-    "vicreg_mnist_resnet", "vicreg_digits_efficientnet", "vicreg_fashion",
+    "vicreg_mnist_resnet", "vicreg_digits_efficientnet", "vicreg_fashion", "dino_fashion",
+    "vicreg_fashion_resnet", "dino_fashion_resnet",
 }  # fmt: skip
 
 
