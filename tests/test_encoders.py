@@ -10,7 +10,7 @@ import timm
 import torch
 from conftest import compose_cfg, run_in_process
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
 import trainlab.commands
 from trainlab.evaluation.features import encoder_views
@@ -225,6 +225,12 @@ def test_per_rank_batchnorm_on_two_ranks_is_refused_unless_named(tmp_path):
         tmp_path, ["experiment=vicreg_digits_resnet", "model.encoder.batch_norm=per_rank"]
     )
     check_batch_statistics(named, model, world_size=2)
+    with open_dict(cfg):  # a fork's own encoder: no such argument to name
+        del cfg.model.encoder["batch_norm"]
+    with pytest.raises(
+        ConfigError, match=r"\(bn1, \.\.\.\).* Build them with .*to_global_batch_norm"
+    ):
+        check_batch_statistics(cfg, model, world_size=2)
     timm_model, timm_cfg = model_of(tmp_path, "vicreg_digits_efficientnet")
     synced = compose_cfg(
         tmp_path, ["experiment=vicreg_digits_efficientnet", "trainer.sync_batchnorm=true"]

@@ -163,13 +163,19 @@ def check_batch_statistics(cfg: DictConfig, model, world_size: int) -> None:
     if world_size < 2 or encoder is None:
         return
     per_rank = per_rank_batch_norms(encoder)
-    asked = OmegaConf.select(cfg, "model.encoder.batch_norm") == "per_rank"
-    if per_rank and not asked:
+    choice = OmegaConf.select(cfg, "model.encoder.batch_norm", default=None)
+    if per_rank and choice != "per_rank":
+        # A fork's own encoder has no batch_norm argument to name: its fix is in its code.
+        fix = (
+            "Set model.encoder.batch_norm=global, trainer.sync_batchnorm=true on GPUs, or "
+            "model.encoder.batch_norm=per_rank to keep them"
+            if choice is not None
+            else "Build them with trainlab.networks.global_batch_norm.to_global_batch_norm, "
+            "or set trainer.sync_batchnorm=true on GPUs"
+        )
         raise ConfigError(
             f"model.encoder has {len(per_rank)} BatchNorms that normalise each rank's own rows "
-            f"({per_rank[0]}, ...): {world_size} ranks would not train as one process. Set "
-            "model.encoder.batch_norm=global (a timm encoder), trainer.sync_batchnorm=true "
-            "on GPUs, or model.encoder.batch_norm=per_rank to keep them"
+            f"({per_rank[0]}, ...): {world_size} ranks would not train as one process. {fix}"
         )
 
 
