@@ -46,7 +46,7 @@ train: $(STAMP) ## run the default job: I-JEPA on the embedded digits (CPU, ~4 m
 	$(PY) train.py $(ARGS)
 
 data: $(STAMP) ## fetch Fashion-MNIST into data/ from Debian's package (or its hosts): what data=fashion_mnist does on first use
-	$(PY) -c 'from trainlab.data.torchvision_sets import TorchvisionDataModule as D; D("fashion_mnist", root="data", download=True).prepare_data()'
+	$(PY) -c 'import logging; logging.basicConfig(level=logging.INFO, format="%(message)s"); from trainlab.data.torchvision_sets import TorchvisionDataModule as D; D("fashion_mnist", root="data", download=True).prepare_data()'
 
 test: $(STAMP) ## fast tests (under 6 minutes on 2 CPU cores)
 	@$(PY) -c '$(VERSIONS)'
