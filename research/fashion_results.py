@@ -15,6 +15,9 @@ on the labels it was trained with.
 Every run and every row's scores are cached under logs/fashion_results/: the same command
 finishes an interrupted table instead of starting it again, and ``--seeds 1 2`` later adds
 seeds to a table of seed 0. Writes research/fashion_results.md from all that is cached.
+A run is kept by its name (experiment and seed), not by its config: after changing an
+experiment's file, remove its runs (logs/fashion_results/runs/<experiment>_s*) and its
+rows' scores (logs/fashion_results/scores/<row>_s*.json).
 """
 
 import argparse
