@@ -7,12 +7,13 @@ Written here because no library fetches a Debian package's files; torchvision's 
 download needs the data set's hosts, which a cluster's compute nodes often cannot reach.
 """
 
-import gzip
 import shutil
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from torchvision.datasets.utils import extract_archive
 
 from trainlab.utils.logging import get_logger
 
@@ -43,8 +44,7 @@ def fetch(dataset: str, target: Path) -> bool:
         staged = work / "files"
         staged.mkdir()
         for packed in sorted((work / "unpacked" / inside).glob("*.gz")):
-            with gzip.open(packed) as source, open(staged / packed.stem, "wb") as out:
-                shutil.copyfileobj(source, out)
+            extract_archive(packed, staged)  # a .gz alone: un-gzipped into staged/
         target.mkdir(parents=True, exist_ok=True)
         for file in staged.iterdir():
             file.replace(target / file.name)  # each file whole: a second rank finds it complete
