@@ -204,11 +204,13 @@ def best_method(seeds: list[int]) -> str | None:
     return max(means, key=means.get) if means else None
 
 
-def fmt(values: list[float]) -> str:
+def fmt(values: list[float], digits: int = 3) -> str:
+    """Mean ± population std; one value alone, with no spread to claim."""
     if not values:
         return "-"
-    spread = statistics.pstdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.mean(values):.3f} ± {spread:.3f}"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.pstdev(values):.{digits}f}"
 
 
 def table_lines(row: str, done: list[dict]) -> tuple[list[str], list[str]]:
@@ -221,7 +223,7 @@ def table_lines(row: str, done: list[dict]) -> tuple[list[str], list[str]]:
         name = f"{row}, frozen" if key == "linear" and "trained" in done[0] else row
         cells = [fmt([s[key][str(f)] for s in done]) for f in FRACTIONS]
         knn = fmt([s["knn"] for s in done]) if key == "linear" else "-"
-        minutes = fmt([s["minutes"] for s in done]) if "minutes" in done[0] else "-"
+        minutes = fmt([s["minutes"] for s in done], 1) if "minutes" in done[0] else "-"
         lines.append(
             f"| {name} | {len(done)} | {cells[0]} | {knn} | {cells[1]} | {cells[2]} | {minutes} |"
         )
@@ -269,7 +271,8 @@ def write(seeds: list[int]) -> None:
     text = [
         "# Fashion-MNIST: every family frozen, beside its baselines",
         "",
-        f"Written by `python research/fashion_results.py {' '.join(sys.argv[1:])}` on "
+        "Written by `python research/fashion_results.py` from the runs and scores it has "
+        f"cached (last call: `{' '.join(sys.argv[1:]) or 'no arguments'}`) on "
         f"{datetime.date.today()}: {cpu_model()}, {os.cpu_count()} CPU cores, torch "
         f"{torch.__version__}, no GPU; pre-training in {', '.join(precisions) or '-'}. Test split "
         "(10,000 images), mean ± std over the seeds each row has. Frozen rows: the protocol of "
