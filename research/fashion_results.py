@@ -22,6 +22,7 @@ rows' scores (logs/fashion_results/scores/<row>_s*.json).
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import statistics
@@ -37,6 +38,9 @@ from trainlab.evaluation.checkpoint import load_encoder
 from trainlab.evaluation.features import encoder_views, pixel_views
 from trainlab.evaluation.protocol import extract_splits, rate_features
 from trainlab.utils.machine import cpu_model
+
+# A run's config and evaluation splits, read once per run dir: every row rates on them.
+run_data = functools.cache(eval_data)
 
 TASK = "fashion_results"
 SCORES = ROOT / "logs" / TASK / "scores"
@@ -94,7 +98,7 @@ def rate_fractions(views, run_dir: Path, name: str, seed: int, fractions=FRACTIO
     """{"linear": {fraction: test acc}, "linear_val": {fraction: val acc}, "knn": test acc
     with all the labels} of one feature extractor on the data of ``run_dir``'s config:
     features computed once, each label fraction rated on its class-balanced subset."""
-    _cfg, datasets, classes = eval_data(run_dir)
+    _cfg, datasets, classes = run_data(run_dir)
     feats, labels = extract_splits(views, datasets, name)
     out: dict = {"linear": {}, "linear_val": {}}
     for fraction in fractions:
@@ -112,7 +116,7 @@ def method_row(row: str, seed: int) -> dict:
     def compute() -> dict:
         pre = pretrain(METHODS[row], seed)
         run_dir = Path(pre["run"]["run_dir"])
-        encoder_cfg = eval_data(run_dir)[0].model.encoder
+        encoder_cfg = run_data(run_dir)[0].model.encoder
         encoder = load_encoder(encoder_cfg, pre["checkpoints"]["last"], "evaluated")
         scores = rate_fractions(encoder_views(encoder), run_dir, row, seed)
         run = pre["run"]
@@ -130,7 +134,7 @@ def baseline_row(row: str, seed: int) -> dict:
         if row == "raw pixels":
             return rate_fractions(pixel_views, run_dir, row, seed)
         torch.manual_seed(seed)  # as eval.py draws its random encoder
-        encoder = instantiate(eval_data(run_dir)[0].model.encoder).eval()
+        encoder = instantiate(run_data(run_dir)[0].model.encoder).eval()
         return rate_fractions(encoder_views(encoder), run_dir, row, seed)
 
     return cached(row, seed, compute)
@@ -145,7 +149,7 @@ def classifier_row(row: str, seed: int, shape: str, init: str | None = None) -> 
 
     def compute() -> dict:
         shape_run = Path(pretrain(SHAPES[shape], seed)["run"]["run_dir"])
-        cfg, splits, _ = eval_data(shape_run)
+        cfg, splits, _ = run_data(shape_run)
         start = [f"model.init_from={init}"] if init else encoder_overrides(cfg.model.encoder)
         out: dict = {"trained": {}, "linear": {}, "linear_val": {}}
         for fraction in FRACTIONS:
