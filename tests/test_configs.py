@@ -141,6 +141,15 @@ def test_experiment_changes_to_a_group_chosen_on_the_command_line_are_named():
         CONFIGS, {"experiment": "ijepa_mnist", "data": "digits"}, ["data=digits", "seed=1"]
     )
     assert "data.image_size=28" in line and "data.crop_scale=None" in line
+    # keys the command line sets itself are its own, not the experiment's change
+    (line,) = experiment_changes(
+        CONFIGS,
+        {"experiment": "ijepa_mnist", "data": "digits"},
+        ["data=digits", "data.image_size=16"],
+    )
+    assert "data.image_size" not in line and "data.crop_scale=None" in line
+    given = ["data=digits", "data.image_size=16", "data.batch_size=8", "data.crop_scale=null"]
+    assert experiment_changes(CONFIGS, {"experiment": "ijepa_mnist", "data": "digits"}, given) == []
     # finetune extends linear_probe: the values it inherits count too
     (line,) = experiment_changes(
         CONFIGS, {"experiment": "finetune", "model": "classifier"}, ["model=classifier"]

@@ -63,11 +63,14 @@ def experiment_changes(configs: Path, choices: dict, task_overrides: list[str]) 
     if not experiment:
         return []
     values = _experiment_values(configs, experiment)
+    given = dict.fromkeys(override.split("=", 1)[0].lstrip("+~") for override in task_overrides)
     lines = []
-    for override in task_overrides:
-        group = override.split("=", 1)[0].lstrip("+~")
+    for group in given:
         if group in choices and group != "experiment" and isinstance(values.get(group), DictConfig):
-            keys = ", ".join(_leaves(values[group], group))
+            # a key the command line sets itself is not changed behind the user's back
+            leaves = _leaves(values[group], group)
+            if not (keys := ", ".join(x for x in leaves if x.split("=")[0] not in given)):
+                continue
             lines.append(
                 f"experiment={experiment} changes {group}={choices[group]} from the command "
                 f"line: {keys} (without an experiment the group's own values apply)"
