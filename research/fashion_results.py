@@ -151,7 +151,7 @@ def classifier_row(row: str, seed: int, shape: str, init: str | None = None) -> 
         shape_run = Path(pretrain(SHAPES[shape], seed)["run"]["run_dir"])
         cfg, splits, _ = run_data(shape_run)
         start = [f"model.init_from={init}"] if init else encoder_overrides(cfg.model.encoder)
-        out: dict = {"trained": {}, "linear": {}, "linear_val": {}}
+        out: dict = {"trained": {}, "minutes": {}, "linear": {}, "linear_val": {}}
         for fraction in FRACTIONS:
             # the loaders drop incomplete batches: at most the labelled subset's size
             batch_size = min(128, len(class_balanced_subset(splits["train"], fraction, seed)))
@@ -173,6 +173,7 @@ def classifier_row(row: str, seed: int, shape: str, init: str | None = None) -> 
                 task=TASK,
             )
             out["trained"][str(fraction)] = run["metrics"]["test/acc"]
+            out["minutes"][str(fraction)] = run["run"]["fit_seconds"] / 60
             if init is None:
                 encoder = load_encoder(cfg.model.encoder, run["checkpoints"]["last"], "encoder")
                 frozen = rate_fractions(encoder_views(encoder), shape_run, row, seed, [fraction])
@@ -227,7 +228,11 @@ def table_lines(row: str, done: list[dict]) -> tuple[list[str], list[str]]:
         name = f"{row}, frozen" if key == "linear" and "trained" in done[0] else row
         cells = [fmt([s[key][str(f)] for s in done]) for f in FRACTIONS]
         knn = fmt([s["knn"] for s in done]) if key == "linear" else "-"
-        minutes = fmt([s["minutes"] for s in done], 1) if "minutes" in done[0] else "-"
+        minutes = "-"  # pre-training, or training at each label fraction
+        if key == "trained":
+            minutes = " / ".join(fmt([s["minutes"][str(f)] for s in done], 1) for f in FRACTIONS)
+        elif "minutes" in done[0] and "trained" not in done[0]:
+            minutes = fmt([s["minutes"] for s in done], 1)
         lines.append(
             f"| {name} | {len(done)} | {cells[0]} | {knn} | {cells[1]} | {cells[2]} | {minutes} |"
         )
@@ -262,7 +267,7 @@ def main() -> None:
 
 def write(seeds: list[int]) -> None:
     """research/fashion_results.md from every cached row and seed."""
-    lines = ["| encoder | seeds | 100 % linear | 100 % kNN | 10 % linear | 1 % linear | pre-training min |",
+    lines = ["| encoder | seeds | 100 % linear | 100 % kNN | 10 % linear | 1 % linear | minutes |",
              "|---|---|---|---|---|---|---|"]  # fmt: skip
     per_seed = []
     best = best_method(seeds)
@@ -283,8 +288,9 @@ def write(seeds: list[int]) -> None:
         "`eval.py mode=features` (linear grid and kNN view chosen on val, DINO kNN k=20); "
         "10 % and 1 %: class-balanced subsets of the 54,000 training labels drawn from the "
         "seed. Trained rows: test/acc of train.py (supervised_vit / finetune, epochs by label "
-        f"fraction {EPOCHS}). Fine-tuning starts from the method whose 100 % linear probe reads "
-        "best on val. Each pre-training is `python train.py experiment=<its experiment> "
+        f"fraction {EPOCHS}). Minutes: fitting, a method's pre-training or a trained row's "
+        "training at 100 / 10 / 1 % of the labels. Fine-tuning starts from the method whose "
+        "100 % linear probe reads best on val. Each pre-training is `python train.py experiment=<its experiment> "
         "seed=<seed>` (research/fashion_results.py's METHODS).",
         "",
         *lines,
