@@ -290,8 +290,9 @@ def write(seeds: list[int]) -> None:
         "seed. Trained rows: test/acc of train.py (supervised_vit / finetune, epochs by label "
         f"fraction {EPOCHS}). Minutes: fitting, a method's pre-training or a trained row's "
         "training at 100 / 10 / 1 % of the labels. Fine-tuning starts from the method whose "
-        "100 % linear probe reads best on val. Each pre-training is `python train.py experiment=<its experiment> "
-        "seed=<seed>` (research/fashion_results.py's METHODS).",
+        "100 % linear probe reads best on val. Each pre-training is "
+        "`python train.py experiment=<its experiment> seed=<seed>` "
+        "(research/fashion_results.py's METHODS).",
         "",
         *lines,
         "",
