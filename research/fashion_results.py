@@ -151,6 +151,10 @@ def classifier_row(row: str, seed: int, shape: str, init: str | None = None) -> 
         shape_run = Path(pretrain(SHAPES[shape], seed)["run"]["run_dir"])
         cfg, splits, _ = run_data(shape_run)
         start = [f"model.init_from={init}"] if init else encoder_overrides(cfg.model.encoder)
+        # the frozen rows' val split (the shape run's), so at each fraction the classifier
+        # trains on the very images the frozen probes of this seed read
+        split_seed = cfg.data.get("split_seed")
+        split_seed = cfg.data.seed if split_seed is None else split_seed
         out: dict = {"trained": {}, "minutes": {}, "linear": {}, "linear_val": {}}
         for fraction in FRACTIONS:
             # the loaders drop incomplete batches: at most the labelled subset's size
@@ -164,6 +168,7 @@ def classifier_row(row: str, seed: int, shape: str, init: str | None = None) -> 
                 *start,
                 f"data.train_fraction={fraction}",
                 f"data.seed={seed}",
+                f"data.split_seed={split_seed}",
                 f"seed={seed}",
                 f"data.batch_size={batch_size}",
                 f"trainer.max_epochs={EPOCHS[fraction]}",

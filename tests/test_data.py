@@ -37,6 +37,13 @@ def test_digits_splits_are_disjoint_complete_and_seeded():
     other.setup()
     assert torch.equal(other.test_set[5][0], dm.test_set[5][0])  # test split fixed
     assert _indices(other.val_set) != _indices(dm.val_set)  # val split follows data.seed
+    # data.split_seed holds the val split while data.seed draws another low-shot subset
+    held = DigitsDataModule(image_size=32, seed=1, split_seed=0, train_fraction=0.1)
+    held.setup()
+    assert _indices(held.val_set) == _indices(dm.val_set)
+    low_shot = DigitsDataModule(image_size=32, seed=0, train_fraction=0.1)
+    low_shot.setup()
+    assert set(held.train_set.dataset.indices) != set(low_shot.train_set.dataset.indices)
 
 
 @pytest.mark.parametrize("kind", ["digits", "image folder"])

@@ -51,8 +51,8 @@ class MNIST5kDataModule(ImageDataModule):
     def __init__(self, split_seed: int = 0, **kwargs):
         kwargs.setdefault("in_chans", 1)
         kwargs.setdefault("num_classes", 10)
-        super().__init__(**kwargs)
-        self.split_seed = split_seed  # the split stays fixed while data.seed varies low-shot draws
+        # the split stays fixed while data.seed varies low-shot draws
+        super().__init__(split_seed=split_seed, **kwargs)
 
     def build_splits(self):
         images, labels = load_mnist5k()
