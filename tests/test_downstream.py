@@ -148,7 +148,7 @@ def test_probe_takes_the_encoder_shape_from_the_checkpoints_run(tmp_path):
     experiment's patch 4 at 16 px; what the command line gives still wins."""
     from omegaconf import OmegaConf
 
-    from trainlab.run.checkpoint_config import adopt_encoder_shape
+    from trainlab.run.checkpoint_config import adopt_checkpoint_shape
 
     run = tmp_path / "pretrain"
     (run / "checkpoints").mkdir(parents=True)
@@ -158,14 +158,39 @@ def test_probe_takes_the_encoder_shape_from_the_checkpoints_run(tmp_path):
     cfg = compose_cfg(
         tmp_path / "probe", ["experiment=linear_probe", f"model.init_from={ckpt}", *given]
     )
-    adopt_encoder_shape(cfg, given)
+    adopt_checkpoint_shape(cfg, given)
     enc = cfg.model.net.encoder
     assert (enc.patch_size, enc.size, enc.depth, enc.stem_width) == (7, "vit_tiny", 3, 16)
     assert cfg.data.image_size == 28 and enc.img_size == 28  # ${data.image_size}
     # No run dir (an official or timm file): the config's shape stays.
     cfg = compose_cfg(tmp_path / "probe2", ["experiment=linear_probe", "model.init_from=/x.pth"])
-    adopt_encoder_shape(cfg, [])
+    adopt_checkpoint_shape(cfg, [])
     assert cfg.model.net.encoder.patch_size == 4
+
+
+def test_ijepa_from_a_runs_checkpoint_takes_its_predictor_heads_and_encoder(tmp_path):
+    """The head count changes no weight's shape: I-JEPA continued from a trainlab run takes
+    the run's predictor heads (and encoder shape), or it would load the weights silently
+    into another function; what the command line gives still wins."""
+    from omegaconf import OmegaConf
+
+    from trainlab.run.checkpoint_config import adopt_checkpoint_shape
+
+    run = tmp_path / "pretrain"
+    (run / "checkpoints").mkdir(parents=True)
+    source = ["experiment=ijepa_digits", "model.predictor.num_heads=2", "model.encoder.depth=3"]
+    OmegaConf.save(compose_cfg(tmp_path / "p", source), run / "config.yaml")
+    ckpt = run / "checkpoints" / "last.ckpt"
+    cfg = compose_cfg(tmp_path / "again", ["experiment=ijepa_digits", f"model.init_from={ckpt}"])
+    assert cfg.model.predictor.num_heads == 4
+    adopt_checkpoint_shape(cfg, [])
+    assert (cfg.model.predictor.num_heads, cfg.model.encoder.depth) == (2, 3)
+    given = ["model.predictor.num_heads=1"]
+    cfg = compose_cfg(
+        tmp_path / "given", ["experiment=ijepa_digits", f"model.init_from={ckpt}", *given]
+    )
+    adopt_checkpoint_shape(cfg, given)
+    assert (cfg.model.predictor.num_heads, cfg.model.encoder.depth) == (1, 3)
 
 
 def test_probe_of_a_checkpoint_without_target_encoder_loads_its_encoder(tmp_path, caplog):

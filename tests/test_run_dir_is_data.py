@@ -435,7 +435,7 @@ def test_a_copied_run_reaches_no_network_and_writes_nothing_outside(
 
 
 def test_init_from_a_copied_run_takes_no_foreign_class_into_its_encoder(finished_run, tmp_path):
-    from trainlab.run.checkpoint_config import adopt_encoder_shape
+    from trainlab.run.checkpoint_config import adopt_checkpoint_shape
     from trainlab.utils.errors import ConfigError
 
     run = planted(finished_run, tmp_path, "model.encoder.zz",
@@ -446,5 +446,5 @@ def test_init_from_a_copied_run_takes_no_foreign_class_into_its_encoder(finished
         "data": {},
     })  # fmt: skip
     with pytest.raises(ConfigError, match="model.encoder.zz.pretrained=True would download"):
-        adopt_encoder_shape(cfg, [])
+        adopt_checkpoint_shape(cfg, [])
     assert "zz" not in cfg.model.net.encoder

@@ -18,6 +18,7 @@ log = get_logger(__name__)
 # these, which only training sets) and the input it was trained on.
 TRAINING_ONLY = ("drop_path_rate", "grad_checkpointing")
 INPUT_FORMAT = ("image_size", "in_chans", "mean", "std")
+PREDICTOR_SHAPE = ("pred_dim", "depth", "num_heads")
 
 
 def config_path(ckpt: str | Path) -> Path:
@@ -52,12 +53,15 @@ def copy_unless_given(dst, src, keys, given: set[str], prefix: str) -> list[str]
     return changed
 
 
-def adopt_encoder_shape(cfg: DictConfig, given: list[str]) -> None:
-    """A classifier with an encoder net and ``model.init_from`` set: copy the encoder (its
-    family, from configs/model/encoder/, and shape) and input format from the checkpoint's
-    run, except keys given on the command line."""
+def adopt_checkpoint_shape(cfg: DictConfig, given: list[str]) -> None:
+    """``model.init_from`` set on a checkpoint of a trainlab run: copy the encoder (its
+    family, from configs/model/encoder/, and shape), I-JEPA's predictor shape and the input
+    format from that run, except keys given on the command line. The weights fix them all,
+    and a predictor's head count changes no weight's shape: loaded under another count, the
+    weights would compute another function without a word."""
     init_from = OmegaConf.select(cfg, "model.init_from")
-    encoder = OmegaConf.select(cfg, "model.net.encoder")
+    at = "model.net.encoder" if OmegaConf.select(cfg, "model.net") is not None else "model.encoder"
+    encoder = OmegaConf.select(cfg, at)
     if not init_from or encoder is None:
         return
     run = run_config_of(init_from)
@@ -73,11 +77,18 @@ def adopt_encoder_shape(cfg: DictConfig, given: list[str]) -> None:
     with open_dict(cfg):
         if source.get("_target_") != encoder.get("_target_"):  # another family: its node whole
             kept = {k: encoder[k] for k in TRAINING_ONLY if k in encoder and k in source}
-            cfg.model.net.encoder = OmegaConf.merge(source, kept)
-            encoder = cfg.model.net.encoder
+            OmegaConf.update(cfg, at, OmegaConf.merge(source, kept), merge=False)
+            encoder = OmegaConf.select(cfg, at)
             log.info(f"the encoder is the checkpoint's: {source.get('_target_')}")
         shape = [k for k in source if k not in TRAINING_ONLY and k != "_target_"]
-        changed = copy_unless_given(encoder, source, shape, given_keys, "model.net.encoder")
+        changed = copy_unless_given(encoder, source, shape, given_keys, at)
+        predictor = OmegaConf.select(cfg, "model.predictor")
+        source_predictor = OmegaConf.select(run, "model.predictor")
+        if predictor is not None and source_predictor is not None:
+            keys = [k for k in PREDICTOR_SHAPE if k in predictor]
+            changed += copy_unless_given(
+                predictor, source_predictor, keys, given_keys, "model.predictor"
+            )
         changed += copy_unless_given(cfg.data, run.data, INPUT_FORMAT, given_keys, "data")
     if changed:
         log.info(f"from the checkpoint's run ({config_path(init_from)}): {', '.join(changed)}")

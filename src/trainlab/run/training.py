@@ -18,7 +18,7 @@ from trainlab.callbacks.optuna_pruning import pruned_epoch
 from trainlab.model.compile import compile_networks
 from trainlab.model.self_supervised import SelfSupervised
 from trainlab.run import run_dir as rundir
-from trainlab.run.checkpoint_config import adopt_encoder_shape
+from trainlab.run.checkpoint_config import adopt_checkpoint_shape
 from trainlab.run.checks import check
 from trainlab.run.fit import checkpoint_step, fit_and_test, truncate_logs
 from trainlab.run.frozen_features import rate_frozen_features
@@ -35,7 +35,7 @@ def train(cfg: DictConfig) -> float | None:
     """Fit (and test) the configured model; return ``cfg.optimized_metric`` for sweepers."""
     start = time.monotonic()
     one_console_line()
-    adopt_encoder_shape(cfg, rundir.command_line_overrides())  # a probe: its weights' shape
+    adopt_checkpoint_shape(cfg, rundir.command_line_overrides())  # init_from: its weights' shape
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
     accepted = check(cfg)  # everything that can refuse the run, one line each
