@@ -25,9 +25,8 @@ from fashion_results import TASK, run_data  # research/: the table's helpers
 from ijepa_results import ROOT, train
 
 from trainlab.evaluation.checkpoint import load_encoder
-from trainlab.evaluation.features import encoder_views, extract, pixel_views, standardised
-from trainlab.evaluation.knn import knn_scores
-from trainlab.evaluation.linear_grid import accuracy
+from trainlab.evaluation.features import encoder_views, pixel_views
+from trainlab.evaluation.protocol import extract_splits, knn_choice
 from trainlab.utils.machine import cpu_model
 
 SCORES = ROOT / "logs" / TASK / "search"
@@ -77,15 +76,9 @@ def val_knn(views, run_dir: Path) -> tuple[float, str]:
     """(val accuracy, view) of DINO's kNN on the frozen features of ``run_dir``'s data, the
     train split as bank, the view that reads best on val: no test image is read."""
     _cfg, datasets, classes = run_data(run_dir)
-    splits = {s: extract(views, datasets[s], desc=f"search {s}") for s in ("train", "val")}
-    feats = standardised({v: {s: splits[s][0][v] for s in splits} for v in splits["val"][0]})
-    labels = {s: splits[s][1] for s in splits}
-    scored = {
-        view: accuracy(knn_scores(x["val"], x["train"], labels["train"], classes), labels["val"])
-        for view, x in feats.items()
-    }
-    best = max(scored, key=scored.get)
-    return scored[best], best
+    feats, labels = extract_splits(views, datasets, "search", splits=("train", "val"))
+    view, val, _ = knn_choice(feats, labels, classes)
+    return val, view
 
 
 def score(variant: str, seed: int) -> dict:

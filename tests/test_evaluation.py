@@ -45,6 +45,21 @@ def test_noise_features_score_chance():
     assert knn_choice(views, labels, 10)[2] < 0.2
 
 
+def test_knn_choice_without_a_test_split_chooses_on_val_alone():
+    """A recipe search reads no test image: the same view and val accuracy, no test score."""
+    labels = labelled()
+    g = torch.Generator().manual_seed(2)
+    one_hot = torch.nn.functional.one_hot
+    views = {
+        "noise": {s: torch.randn(SIZES[s], 10, generator=g) for s in SIZES},
+        "labels": {s: one_hot(labels[s], 10).float() for s in SIZES},
+    }
+    with_test = knn_choice(views, labels, 10)
+    val_only = {s: labels[s] for s in ("train", "val")}
+    assert knn_choice(views, val_only, 10) == (with_test[0], with_test[1], None)
+    assert with_test[0] == "labels"
+
+
 def test_the_grid_chooses_on_val_and_never_looks_at_test_labels():
     labels = labelled()
     g = torch.Generator().manual_seed(2)

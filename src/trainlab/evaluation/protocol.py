@@ -25,14 +25,17 @@ class Rating:
     knn_acc: float  # test
 
 
-def knn_choice(views, labels, num_classes: int, k: int = 20) -> tuple[str, float, float]:
-    """(view, val acc, test acc) of DINO's kNN with the train split as bank, view chosen on val."""
+def knn_choice(views, labels, num_classes: int, k: int = 20) -> tuple[str, float, float | None]:
+    """(view, val acc, test acc) of DINO's kNN with the train split as bank, view chosen on
+    val; test acc None where ``labels`` has no test split (a search that must not read it)."""
     best = None
     for name, feats in views.items():
         val, test = (
             accuracy(
                 knn_scores(feats[s], feats["train"], labels["train"], num_classes, k), labels[s]
             )
+            if s in labels
+            else None
             for s in ("val", "test")
         )
         if best is None or val > best[1]:
@@ -45,11 +48,12 @@ def extract_splits(
     datasets: dict[str, Dataset],
     name: str = "features",
     how: Extraction = LOCAL,
+    splits: tuple[str, ...] = SPLITS,
 ) -> tuple[dict[str, dict[str, torch.Tensor]], dict[str, torch.Tensor]]:
     """({view: {split: (N, D)}} with the ``+bn`` views added, {split: labels}): computed once."""
     feats: dict[str, dict[str, torch.Tensor]] = {}
     labels = {}
-    for split in SPLITS:
+    for split in splits:
         by_view, labels[split] = extract(views, datasets[split], desc=f"{name} {split}", how=how)
         for view, x in by_view.items():
             feats.setdefault(view, {})[split] = x
