@@ -109,8 +109,10 @@ def score(variant: str, seed: int) -> dict:
 
 
 def pixel_score(run_dir: Path, seed: int) -> tuple[float, str]:
-    """The raw pixels' val kNN on the same splits (cached: one number for every variant)."""
-    path = SCORES / f"raw_pixels_s{seed}.json"
+    """The raw pixels' val kNN on the same splits at the variant's image size (cached: one
+    number for every variant of that size)."""
+    size = run_data(run_dir)[0].data.image_size
+    path = SCORES / f"raw_pixels_{size}px_s{seed}.json"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(val_knn(pixel_views, run_dir)))
