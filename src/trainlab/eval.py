@@ -95,8 +95,9 @@ def command_line_data_keys() -> set[str]:
     }
 
 
-def rate_features(cfg: DictConfig, ckpt: Path, start: float) -> dict:
-    """mode=features: the feature protocol's table for the checkpoint's frozen encoder."""
+def rate_features(cfg: DictConfig, ckpt: Path, state: dict, start: float) -> dict:
+    """mode=features: the feature protocol's table for the checkpoint's frozen encoder
+    (``state``: the checkpoint memory-mapped, to refuse a part it lacks before a run dir)."""
     import torch
 
     from trainlab.evaluation.checkpoint import print_ratings, rate_checkpoint
@@ -112,9 +113,9 @@ def rate_features(cfg: DictConfig, ckpt: Path, start: float) -> dict:
             "one: evaluate it with mode=test"
         )
     from trainlab.evaluation.checkpoint import evaluated_part
-    from trainlab.networks.weights import network_parts, read_state
+    from trainlab.networks.weights import network_parts
 
-    part = evaluated_part(network_parts(read_state(ckpt)), cfg.features.init_part, str(ckpt))
+    part = evaluated_part(network_parts(state), cfg.features.init_part, str(ckpt))
     datamodule = hydra.utils.instantiate(cfg.data)
     datamodule.check()
     run_dir = open_run(cfg)  # after the checks: a refused run writes nothing
@@ -168,11 +169,11 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     from trainlab.trainer.matmul_precision import set_matmul_precision
 
     one_console_line()  # once Lightning is imported: it adds its own console handler then
-    check_readable(ckpt)  # truncated, not a checkpoint, or a pickle that would run code
+    state = check_readable(ckpt)  # truncated, not a checkpoint, or a pickle that would run code
     if cfg.mode == "features":
         cfg = merged_config(cfg, ckpt, train_cfg)
         L.seed_everything(cfg.seed)
-        return rate_features(cfg, ckpt, start)
+        return rate_features(cfg, ckpt, state, start)
     if train_cfg is None:
         raise UserError(f"no config.yaml next to {ckpt.parent}: expected it at {config_path(ckpt)}")
     if is_global_zero():

@@ -36,16 +36,17 @@ def read_state(path: str | Path) -> dict:
         raise UserError(f"cannot read weights from {path}: {why_unreadable(e)}") from None
 
 
-def check_readable(path: str | Path) -> None:
+def check_readable(path: str | Path) -> dict:
     """Refuse a checkpoint that ``weights_only`` loading cannot read, before any run starts.
-    Memory-mapped: the tensors are not read, so this is cheap also for large files."""
+    Memory-mapped: the tensors are not read, so this is cheap also for large files. Returns
+    what it read, its tensors still on disk until they are touched."""
     try:
         try:
-            torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         except RuntimeError as e:
             if "mmap can only be used" not in str(e):
                 raise
-            torch.load(path, map_location="cpu", weights_only=True)  # not a zip: read it
+            return torch.load(path, map_location="cpu", weights_only=True)  # not a zip: read it
     except Exception as e:
         raise UserError(f"cannot read checkpoint {path}: {why_unreadable(e)}") from None
 
