@@ -194,11 +194,11 @@ What it showed (seed 0 only, so read a point or two as noise; the pixels read 0.
   (research/fashion_results.md): at 28 px with this encoder and these minutes, beating the
   pixels on kNN is hard even with labels.
 - **The ResNet-18s** (32 px, whose pixels read 0.864 on val): DINO's first recipe reads
-  0.838 (2.5 below the pixels, the closest of any variant), VICReg's 0.816. The ViT's lever
-  for VICReg, a 3x lower LR, read +0.7 (0.823, 12.6 minutes), noise, with the online val
-  probe 0.3 lower: vicreg_fashion_resnet keeps the model's 1e-3. A random ResNet-18 is
-  already close to both on test (research/fashion_results.md): the architecture carries
-  most of those rows.
+  0.838, 2.5 below the pixels (only I-JEPA at 8 epochs is closer, 1.9), VICReg's 0.816.
+  The ViT's lever for VICReg, a 3x lower LR, read +0.7 (0.823, 12.6 minutes), noise, with
+  the online val probe 0.3 lower: vicreg_fashion_resnet keeps the model's 1e-3. A random
+  ResNet-18 is already close to both on test (research/fashion_results.md): the
+  architecture carries most of those rows.
 - Not tried, for lack of time: more than one seed per variant, I-JEPA's mask sizes and
   var_cov weight on Fashion-MNIST, DINO's teacher temperature and ResNet epochs, VICReg's
   expander width, a CLS token for DINO."""
