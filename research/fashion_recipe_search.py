@@ -73,8 +73,8 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     # ViT's views and schedule, VICReg at the model's peak LR 1e-3, DINO 2 epochs.
     "vicreg_resnet_first": ("vicreg_fashion_resnet", ["model.optimizer.lr=1e-3"]),
     "dino_resnet_first": ("dino_fashion_resnet", ["trainer.max_epochs=2"]),
-    # The ViT's lever: 3x lower LR (+1.4 val kNN there); the ResNet's BatchNorm keeps rank
-    # its own way, so it is tried, not assumed.
+    # The ViT's lever: 3x lower LR (+1.4 val kNN there); another network, so it is tried,
+    # not assumed.
     "vicreg_resnet_lr_3e-4": ("vicreg_fashion_resnet", ["model.optimizer.lr=3e-4"]),
 }
 

@@ -151,11 +151,9 @@ def classifier_row(row: str, seed: int, shape: str, init: str | None = None) -> 
         shape_run = Path(pretrain(SHAPES[shape], seed)["run"]["run_dir"])
         cfg, splits, _ = run_data(shape_run)
         start = [f"model.init_from={init}"] if init else encoder_overrides(cfg.model.encoder)
-        # the frozen rows' val split (the shape run's), so at each fraction the classifier
-        # trains on the very images the frozen probes of this seed read
-        # (a run written before the keys existed held the class's default, 0)
-        split_seed = cfg.data.get("split_seed")
-        split_seed = cfg.data.get("seed", 0) if split_seed is None else split_seed
+        # the frozen rows' val split (the shape run's data module's), so at each fraction the
+        # classifier trains on the very images the frozen probes of this seed read
+        split_seed = instantiate(cfg.data).split_seed
         out: dict = {"trained": {}, "minutes": {}, "linear": {}, "linear_val": {}}
         for fraction in FRACTIONS:
             # the loaders drop incomplete batches: at most the labelled subset's size
