@@ -254,6 +254,7 @@ def main() -> None:
     parser.add_argument("--rows", nargs="*", default=rows, choices=rows,
                         help="which rows to compute (the file shows every cached one)")  # fmt: skip
     args = parser.parse_args()
+    table_seeds = sorted({*args.seeds, 0, 1, 2})  # the seeds the table's file shows
     for seed in args.seeds:
         for row in args.rows:
             if row in METHODS:
@@ -262,11 +263,11 @@ def main() -> None:
                 baseline_row(row, seed)
             elif row in SUPERVISED:
                 classifier_row(row, seed, row.removeprefix("supervised "))
-            elif best := best_method(args.seeds):  # fine-tune from the best method so far
+            elif best := best_method(table_seeds):  # the file's choice, over every seed so far
                 init = pretrain(METHODS[best], seed)["checkpoints"]["last"]
                 shape = "ResNet-18" if "ResNet" in best else "ViT-Tiny/7"
                 classifier_row(f"fine-tune from {best}", seed, shape, init)
-    write(sorted({*args.seeds, 0, 1, 2}))
+    write(table_seeds)
 
 
 def write(seeds: list[int]) -> None:
