@@ -2,7 +2,9 @@
 and every `python train.py ...` / `python eval.py ...` they show still composes, as
 `--cfg job` would (Hydra's own override parser and config composition, in this process).
 The template apart from its notebook: no comment in src/ or configs/ cites an issue or a
-search round, and src/trainlab holds no benchmark, search or results code."""
+search round, and src/trainlab holds no benchmark, search or results code. The Fashion-MNIST
+numbers the README and docs/results.md show are the ones research/fashion_results.py last
+wrote, so a new seed cannot leave a page behind."""
 
 import re
 import shlex
@@ -115,6 +117,35 @@ def test_the_package_holds_no_benchmark_search_or_results_code():
     names = [p.relative_to(package).as_posix() for p in package.rglob("*.py")]
     notebook = [n for n in names if re.search(r"bench|search|_results|recipe", n)]
     assert not notebook, notebook
+
+
+MEAN = re.compile(r"(?<![\d.])(?<!± )\d+(?:\.\d+)?")  # a cell's numbers, less those after a ±
+
+
+def table(text: str, first_header: str) -> dict[str, dict[str, list[str]]]:
+    """{row name: {column: the cell's means}} of the markdown table whose header starts with
+    `first_header`; a row is named by its first cell up to any " (" that annotates it."""
+    lines = text[text.index(f"| {first_header}") :].split("\n")
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = {}
+    for line in lines[2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0].split(" (")[0]] = {h: MEAN.findall(c) for h, c in zip(header[1:], cells[1:])}
+    return rows
+
+
+def test_the_readme_and_docs_show_the_fashion_numbers_the_script_last_wrote():
+    written = table((ROOT / "research/fashion_results.md").read_text(), "encoder")
+    docs = table((ROOT / "docs/results.md").read_text(), "Fashion-MNIST, test")
+    readme = table((ROOT / "README.md").read_text(), "Fashion-MNIST, test")
+    assert docs.keys() == written.keys()
+    assert readme.keys() <= written.keys() and len(readme) >= 10
+    for shown in (docs, readme):
+        for row, cells in shown.items():
+            for column, means in cells.items():
+                assert means == written[row][column], (row, column)
 
 
 def test_slurm_writes_its_log_into_a_folder_every_clone_has():
