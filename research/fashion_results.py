@@ -206,8 +206,8 @@ def best_method() -> str | None:
     """The method whose 100 % linear probe reads best on val (test never chooses) on seed 0,
     once every method has it; None until then. One seed chooses, so every seed of the
     fine-tune row starts from the same method however many seeds have run: the methods' val
-    means lie within noise of each other, and a mean over the seeds so far changed its
-    choice as seeds arrived."""
+    means lie within noise of each other, so a mean over the seeds so far would switch the
+    source as seeds arrive."""
     scores = {row: finished(row, [0]) for row in METHODS}
     if not all(scores.values()):
         return None
