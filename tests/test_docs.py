@@ -132,7 +132,8 @@ def table(text: str, first_header: str) -> dict[str, dict[str, list[str]]]:
         if not line.startswith("|"):
             break
         cells = [c.strip() for c in line.strip("|").split("|")]
-        rows[cells[0].split(" (")[0]] = {h: MEAN.findall(c) for h, c in zip(header[1:], cells[1:])}
+        means = {h: MEAN.findall(c) for h, c in zip(header[1:], cells[1:], strict=True)}
+        rows[cells[0].split(" (")[0]] = means
     return rows
 
 
