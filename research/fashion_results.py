@@ -30,8 +30,9 @@ import sys
 from pathlib import Path
 
 import torch
+from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
-from ijepa_results import ROOT, eval_data, low_shot, train  # research/: the same helpers
+from ijepa_results import ROOT, config_data, eval_data, low_shot, train  # research/ helpers
 
 from trainlab.data.low_shot import class_balanced_subset
 from trainlab.evaluation.checkpoint import load_encoder
@@ -55,8 +56,8 @@ METHODS = {
     "VICReg ResNet-18": "vicreg_fashion_resnet",
     "DINO ResNet-18": "dino_fashion_resnet",
 }
-# The encoder shapes, each read from one method's run config (its encoder node, and its data
-# at the shape's image size): {shape: experiment}. The raw pixels are read at the ViT's 28 px.
+# The encoder shapes, each one method's experiment composed (its encoder node, and its data at
+# the shape's image size): {shape: experiment}. The raw pixels are read at the ViT's 28 px.
 SHAPES = {"ViT-Tiny/7": "vicreg_fashion", "ResNet-18": "vicreg_fashion_resnet"}
 BASELINES = ["raw pixels", *(f"random {shape}" for shape in SHAPES)]
 SUPERVISED = [f"supervised {shape}" for shape in SHAPES]
@@ -94,11 +95,21 @@ def pretrain(experiment: str, seed: int) -> dict:
     return train(f"{experiment}_s{seed}", *overrides, task=TASK)
 
 
-def rate_fractions(views, run_dir: Path, name: str, seed: int, fractions=FRACTIONS) -> dict:
+@functools.cache
+def shape_data(shape: str, seed: int) -> tuple:
+    """config_data of the config ``python train.py experiment=SHAPES[shape] seed=<seed>`` runs:
+    composed, not read from a trained run, so the baselines and the trained rows need no
+    pre-training (the cache of runs lives in logs/ and a new machine starts without it)."""
+    with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose("train", overrides=[f"experiment={SHAPES[shape]}", f"seed={seed}"])
+    return config_data(cfg)
+
+
+def rate_fractions(views, data: tuple, name: str, seed: int, fractions=FRACTIONS) -> dict:
     """{"linear": {fraction: test acc}, "linear_val": {fraction: val acc}, "knn": test acc
-    with all the labels} of one feature extractor on the data of ``run_dir``'s config:
+    with all the labels} of one feature extractor on ``data`` (config_data's tuple):
     features computed once, each label fraction rated on its class-balanced subset."""
-    _cfg, datasets, classes = run_data(run_dir)
+    _cfg, datasets, classes = data
     feats, labels = extract_splits(views, datasets, name)
     out: dict = {"linear": {}, "linear_val": {}}
     for fraction in fractions:
@@ -118,7 +129,7 @@ def method_row(row: str, seed: int) -> dict:
         run_dir = Path(pre["run"]["run_dir"])
         encoder_cfg = run_data(run_dir)[0].model.encoder
         encoder = load_encoder(encoder_cfg, pre["checkpoints"]["last"], "evaluated")
-        scores = rate_fractions(encoder_views(encoder), run_dir, row, seed)
+        scores = rate_fractions(encoder_views(encoder), run_data(run_dir), row, seed)
         run = pre["run"]
         return {**scores, "minutes": run["fit_seconds"] / 60, "precision": run["precision"]}
 
@@ -130,12 +141,12 @@ def baseline_row(row: str, seed: int) -> dict:
 
     def compute() -> dict:
         shape = row.removeprefix("random ")
-        run_dir = Path(pretrain(SHAPES.get(shape, SHAPES["ViT-Tiny/7"]), seed)["run"]["run_dir"])
+        data = shape_data(shape if shape in SHAPES else "ViT-Tiny/7", seed)
         if row == "raw pixels":
-            return rate_fractions(pixel_views, run_dir, row, seed)
+            return rate_fractions(pixel_views, data, row, seed)
         torch.manual_seed(seed)  # as eval.py draws its random encoder
-        encoder = instantiate(run_data(run_dir)[0].model.encoder).eval()
-        return rate_fractions(encoder_views(encoder), run_dir, row, seed)
+        encoder = instantiate(data[0].model.encoder).eval()
+        return rate_fractions(encoder_views(encoder), data, row, seed)
 
     return cached(row, seed, compute)
 
@@ -148,10 +159,10 @@ def classifier_row(row: str, seed: int, shape: str, init: str | None = None) -> 
     fraction it was trained on."""
 
     def compute() -> dict:
-        shape_run = Path(pretrain(SHAPES[shape], seed)["run"]["run_dir"])
-        cfg, splits, _ = run_data(shape_run)
+        data = shape_data(shape, seed)
+        cfg, splits, _ = data
         start = [f"model.init_from={init}"] if init else encoder_overrides(cfg.model.encoder)
-        # the frozen rows' val split (the shape run's data module's), so at each fraction the
+        # the frozen rows' val split (the shape's data module's), so at each fraction the
         # classifier trains on the very images the frozen probes of this seed read
         split_seed = instantiate(cfg.data).split_seed
         out: dict = {"trained": {}, "minutes": {}, "linear": {}, "linear_val": {}}
@@ -180,7 +191,7 @@ def classifier_row(row: str, seed: int, shape: str, init: str | None = None) -> 
             out["minutes"][str(fraction)] = run["run"]["fit_seconds"] / 60
             if init is None:
                 encoder = load_encoder(cfg.model.encoder, run["checkpoints"]["last"], "encoder")
-                frozen = rate_fractions(encoder_views(encoder), shape_run, row, seed, [fraction])
+                frozen = rate_fractions(encoder_views(encoder), data, row, seed, [fraction])
                 out["linear"] |= frozen["linear"]
                 out["linear_val"] |= frozen["linear_val"]
                 out["knn"] = frozen.get("knn", out.get("knn"))

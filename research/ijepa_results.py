@@ -102,7 +102,11 @@ def low_shot(feats: dict, labels: dict, fraction: float, seed: int) -> tuple[dic
 
 def eval_data(run_dir: Path) -> tuple:
     """(run config, {split: dataset} with the evaluation transform, number of classes)."""
-    cfg = load_run_config(run_dir / "config.yaml")
+    return config_data(load_run_config(run_dir / "config.yaml"))
+
+
+def config_data(cfg) -> tuple:
+    """(cfg, {split: dataset} of its data node with the evaluation transform, classes)."""
     datamodule = instantiate(cfg.data)
     datamodule.setup()
     return cfg, datamodule.eval_splits(), datamodule.num_classes
