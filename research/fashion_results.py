@@ -189,6 +189,7 @@ def classifier_row(row: str, seed: int, shape: str, init: str | None = None) -> 
             )
             out["trained"][str(fraction)] = run["metrics"]["test/acc"]
             out["minutes"][str(fraction)] = run["run"]["fit_seconds"] / 60
+            out["precision"] = run["run"]["precision"]
             if init is None:
                 encoder = load_encoder(cfg.model.encoder, run["checkpoints"]["last"], "encoder")
                 frozen = rate_fractions(encoder_views(encoder), data, row, seed, [fraction])
@@ -245,10 +246,8 @@ def table_lines(row: str, done: list[dict]) -> tuple[list[str], list[str]]:
         cells = [fmt([s[key][str(f)] for s in done]) for f in FRACTIONS]
         knn = fmt([s["knn"] for s in done]) if key == "linear" else "-"
         minutes = "-"  # pre-training, or training at each label fraction
-        if key == "trained":
-            minutes = " / ".join(fmt([s["minutes"][str(f)] for s in done], 1) for f in FRACTIONS)
-        elif "minutes" in done[0] and "trained" not in done[0]:
-            minutes = fmt([s["minutes"] for s in done], 1)
+        if key == "trained" or ("minutes" in done[0] and "trained" not in done[0]):
+            minutes = minutes_cell(done, trained=key == "trained")
         lines.append(
             f"| {name} | {len(done)} | {cells[0]} | {knn} | {cells[1]} | {cells[2]} | {minutes} |"
         )
@@ -257,6 +256,23 @@ def table_lines(row: str, done: list[dict]) -> tuple[list[str], list[str]]:
             per.append("kNN: " + ", ".join(f"{s['knn']:.3f}" for s in done))
         per_seed.append(f"- {name}: " + "; ".join(per))
     return lines, per_seed
+
+
+def minutes_cell(done: list[dict], trained: bool) -> str:
+    """The row's minutes, mean ± std over the seeds of each precision: on a CPU without bf16
+    instructions the experiments fit in 32-true, about 3 times slower, and one mean over both
+    would describe neither machine."""
+    by_precision: dict[str, list[dict]] = {}
+    for s in done:
+        by_precision.setdefault(s.get("precision", "-"), []).append(s)
+    cells = []
+    for precision, seeds in by_precision.items():
+        if trained:
+            cell = " / ".join(fmt([s["minutes"][str(f)] for s in seeds], 1) for f in FRACTIONS)
+        else:
+            cell = fmt([s["minutes"] for s in seeds], 1)
+        cells.append(cell if len(by_precision) == 1 else f"{cell} in {precision}")
+    return "; ".join(cells)
 
 
 def main() -> None:
