@@ -4,8 +4,9 @@ process. Each mutation either runs (exit 0) or is refused in one line that names
 (exit 2), with no traceback and no run dir. No list of keys can find what this finds.
 
 Hypothesis draws the mutations (derandomized: CI sees the same ones each time; a failure
-shrinks to one override). make test runs a sample; make test-slow runs 500."""
+shrinks to one override). make test-slow runs a sample of 6, then 500; make test none."""
 
+import functools
 import itertools
 from pathlib import Path
 
@@ -17,10 +18,6 @@ from omegaconf import OmegaConf
 
 import trainlab.commands
 
-# The default job and every experiment on the embedded digits, found in configs/experiment
-# (the others' data must be downloaded first, or loads for seconds: every mutation there
-# would be refused for the data, or cost minutes, and say nothing).
-EXPERIMENTS = ["default", *experiments_on(DIGITS)]
 # Where a mutation says nothing about the config: where runs and logs go, Hydra's own node.
 SKIP = ("hydra.", "paths.", "logger.", "run_name", "task_name")
 RUN = [*FAST, "trainer.max_steps=1", "test=false"]
@@ -58,11 +55,21 @@ def written(value) -> str:
     return str(value)
 
 
-def cases(tmp_root: Path) -> list[tuple[str, str, str]]:
+def experiments() -> list[str]:
+    """The default job and every experiment on the embedded digits, found in configs/experiment
+    (the others' data must be downloaded first, or loads for seconds: every mutation there
+    would be refused for the data, or cost minutes, and say nothing)."""
+    return ["default", *experiments_on(DIGITS)]
+
+
+@functools.cache
+def cases() -> list[tuple[str, str, str]]:
+    """(experiment, key, mutated value) of every leaf of every offline experiment: composed
+    when a sweep draws its first case, not when make test collects the file."""
     out = []
-    for experiment in EXPERIMENTS:
+    for experiment in experiments():
         chosen = [] if experiment == "default" else [f"experiment={experiment}"]
-        cfg = compose_cfg(tmp_root / "compose", [*chosen, *RUN])
+        cfg = compose_cfg(Path("unused"), [*chosen, *RUN])  # composing writes nothing
         plain = OmegaConf.to_container(cfg, resolve=False)
         for key, value in leaves(plain):
             if not key.startswith(SKIP):
@@ -70,7 +77,6 @@ def cases(tmp_root: Path) -> list[tuple[str, str, str]]:
     return out
 
 
-CASES = cases(Path("unused"))  # composing writes nothing
 counter = itertools.count()
 
 
@@ -100,7 +106,7 @@ def sweep(examples: int):
             deadline=None,
             derandomize=True,
             suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-        )(given(case=st.sampled_from(CASES))(test))
+        )(given(case=st.deferred(lambda: st.sampled_from(cases())))(test))
 
     return decorate
 
@@ -119,6 +125,7 @@ def test_500_mutations_across_the_experiments_run_or_are_refused_naming_the_key(
     run_mutation(tmp_path_factory.getbasetemp() / "sweep_all", *case, capfd)
 
 
+@pytest.mark.slow  # a check of the slow sweeps' cases, which make test does not compose
 def test_the_sweep_covers_every_offline_experiment_and_enough_leaves():
-    assert {c[0] for c in CASES} == set(EXPERIMENTS)
-    assert len(CASES) >= 500, len(CASES)
+    assert {c[0] for c in cases()} == set(experiments())
+    assert len(cases()) >= 500, len(cases())

@@ -59,13 +59,15 @@ TOY = {
 }  # fmt: skip
 
 
-# Over 4 s each here (CNN encoders, 32-px or 28-px images of two views, DINO's multi-crop): make test-slow runs
-# them, make test the other experiments of the same methods.
+# Over 4 s each on a 2-core EPYC without bf16 (CNN encoders, 32-px or 28-px images of two
+# views, DINO's multi-crop): make test-slow runs them, make test the other experiments of the
+# same methods (ijepa_digits, mae_digits, vicreg_digits among them).
 SLOW_EXPERIMENTS = {
     "dino_digits", "dino_digits_convnext", "dino_digits_resnet", "dino_mnist",
     "ijepa_cifar10", "supervised_resnet50", "vae_cifar10", "vicreg_digits_resnet",
     "vicreg_mnist_resnet", "vicreg_digits_efficientnet", "vicreg_fashion", "dino_fashion",
-    "vicreg_fashion_resnet", "dino_fashion_resnet",
+    "vicreg_fashion_resnet", "dino_fashion_resnet", "vicreg_mnist", "mae_fashion",
+    "ijepa_fashion",
 }  # fmt: skip
 
 
