@@ -68,7 +68,11 @@ def test_status_overrides_and_checkpoint_of_each_run(runs, tmp_path):
         "g": "stopped",  # failed once, resumed, stopped since
     }
     # Only the override that differs is a column; run_name names the run, seed is the same.
-    assert "model.optimizer.lr" in table["a"] and "seed" not in table["a"] and "run_name" not in table["a"]
+    assert (
+        "model.optimizer.lr" in table["a"]
+        and "seed" not in table["a"]
+        and "run_name" not in table["a"]
+    )
     assert table["b"]["optimized"] == "0.9" and table["b"]["minutes"] == "2.0"
     assert table["b"]["checkpoint"].endswith("runs/b/checkpoints/best.ckpt")
     assert table["d"]["checkpoint"].endswith("runs/d/checkpoints/last.ckpt")
