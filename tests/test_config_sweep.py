@@ -117,9 +117,8 @@ def test_a_sample_of_mutations_runs_or_is_refused_naming_the_key(case, tmp_path_
     run_mutation(tmp_path_factory.getbasetemp() / "sweep", *case, capfd)
 
 
-# 100 of the 3,564 cases, the same ones each run: 2.9 minutes on a 2-core AVX2 CPU, where
-# 250 took 5.6 and CI's whole .ci/run (both stacks, make test and test-slow) came within 3
-# minutes of its 90.
+# 100 of the 3,564 cases, the same ones each run: 2.9 minutes on a 2-core AVX2 CPU. More would
+# leave .ci/run (both stacks, make test and test-slow) too thin a margin in CI's 90 minutes.
 @pytest.mark.slow
 @sweep(100)
 def test_100_mutations_across_the_experiments_run_or_are_refused_naming_the_key(

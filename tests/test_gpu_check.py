@@ -10,7 +10,7 @@ import torch
 from conftest import ROOT
 
 
-@pytest.mark.slow  # about a minute: make test-slow
+@pytest.mark.slow  # 107 s: make test-oldest, on the GPU machine's stack (test-slow skips it)
 def test_the_gpu_check_runs_every_part_at_toy_sizes(tmp_path):
     out = tmp_path / "gpu.md"
     result = subprocess.run(
