@@ -19,7 +19,6 @@ from conftest import (
     logged_series,
     run_cli,
     run_in_process,
-    run_torchrun_nodes,
     start_torchrun_node,
 )
 
@@ -54,6 +53,33 @@ TWO_RANK_JOB = [
     "callbacks.step_checkpoints.every_n_train_steps=2",
     "extras.print_config=false",
 ]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> Path:
+    """TWO_RANK_JOB run whole by Lightning's own launcher, 2 processes of one thread each:
+    the run the lost-node and the submitit jobs must end equal to. One twin serves both, as a
+    DDP job's numbers depend on its world size and thread count, not on what launched it
+    (test_distributed: 2 torchrun nodes train like 1 node of 2 processes, bit for bit)."""
+    log_dir = tmp_path_factory.mktemp("uninterrupted")
+    job = [*TWO_RANK_JOB, "trainer.devices=2", f"paths.log_dir={log_dir}", "run_name=whole"]
+    whole = run_cli("train.py", *job, cwd=log_dir, env={"OMP_NUM_THREADS": "1"})
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    return log_dir / "train" / "runs" / "whole"
+
+
+def assert_ends_as(run_dir: Path, whole: Path) -> None:
+    """Every logged step's loss and every test metric of ``run_dir`` are ``whole``'s, bitwise."""
+    assert losses_by_step(run_dir) == losses_by_step(whole)
+    test_metrics = [
+        {
+            k: v
+            for k, v in json.loads((d / "metrics.json").read_text())["metrics"].items()
+            if k.startswith("test/")
+        }
+        for d in (run_dir, whole)
+    ]
+    assert test_metrics[0] and test_metrics[0] == test_metrics[1]
 
 
 def losses_by_step(run_dir: Path, key: str = "train/loss_step") -> dict[int, str]:
@@ -344,16 +370,14 @@ def test_sigkill_during_validation_resumes_exactly_from_a_step_checkpoint(tmp_pa
     assert losses_by_step(run_dir) == losses_by_step(tmp_path / "train" / "runs" / "straight")
 
 
-@pytest.mark.slow  # a 2-node job with a lost node, and its uninterrupted twin: about 3 minutes
-def test_a_lost_node_is_replaced_and_the_job_ends_as_if_uninterrupted(tmp_path):
+@pytest.mark.slow  # a 2-node job with a lost node (the twin is a fixture): about 2 minutes
+def test_a_lost_node_is_replaced_and_the_job_ends_as_if_uninterrupted(tmp_path, uninterrupted):
     """Two torchrun agents as nodes 0 and 1 on loopback (one process each, MAX_RESTARTS=3).
     Node 1 is lost once step000004.ckpt exists (its agent and its worker SIGKILLed) and a new
     agent takes its place, as a scheduler would start a replacement node. Node 0's agent
     restarts its worker, both resume from the newest step checkpoint, and the logged losses
-    and test metrics equal those of the same job run on 2 nodes without a loss."""
-    job = [*TWO_RANK_JOB, "resume=true", f"paths.log_dir={tmp_path}"]
-    run_torchrun_nodes([*job, "run_name=whole"], nodes=2, procs_per_node=1)
-    lost = [*job, "run_name=lost"]
+    and test metrics equal those of the same job run without a loss."""
+    lost = [*TWO_RANK_JOB, "resume=true", f"paths.log_dir={tmp_path}", "run_name=lost"]
     port = free_port()
     node0 = start_torchrun_node(lost, 0, 2, 1, port, max_restarts=3)
     time.sleep(2)  # node 0 hosts the rendezvous store, as the node at MASTER_ADDR would
@@ -373,20 +397,11 @@ def test_a_lost_node_is_replaced_and_the_job_ends_as_if_uninterrupted(tmp_path):
         assert agent.returncode == 0, out[-3000:]
     log = (run_dir / "train.log").read_text()
     assert "resuming from" in log and "checkpoints/step0000" in log
-    assert losses_by_step(run_dir) == losses_by_step(tmp_path / "train" / "runs" / "whole")
-    test_metrics = [
-        {
-            k: v
-            for k, v in json.loads((d / "metrics.json").read_text())["metrics"].items()
-            if k.startswith("test/")
-        }
-        for d in (run_dir, tmp_path / "train" / "runs" / "whole")
-    ]
-    assert test_metrics[0] and test_metrics[0] == test_metrics[1]
+    assert_ends_as(run_dir, uninterrupted)
 
 
-@pytest.mark.slow  # a 2-task submitit job with a requeue, and its Lightning twin: about 90 s
-def test_submitit_requeue_on_the_slurm_signal_ends_as_if_uninterrupted(tmp_path):
+@pytest.mark.slow  # a 2-task submitit job with a requeue (the twin is a fixture): about 90 s
+def test_submitit_requeue_on_the_slurm_signal_ends_as_if_uninterrupted(tmp_path, uninterrupted):
     """launcher=submitit_local runs launcher=slurm's code (submitit: one process per task, a
     pickled job, requeue on the pre-emption signal) without SLURM. Both tasks get SIGUSR2
     after step 5, as SLURM's --signal sends it to every task: they save last.ckpt at the
@@ -394,9 +409,7 @@ def test_submitit_requeue_on_the_slurm_signal_ends_as_if_uninterrupted(tmp_path)
     the same job run by Lightning's own launcher with 2 processes."""
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
     job = [*TWO_RANK_JOB, "trainer.devices=2", f"paths.log_dir={tmp_path}"]
-    env = {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "tests")}  # same threads in both
-    whole = run_cli("train.py", *job, "run_name=whole", cwd=tmp_path, env=env)
-    assert whole.returncode == 0, whole.stderr[-3000:]
+    env = {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "tests")}  # the twin's threads
     signals = [
         f"+callbacks.usr2_{rank}.{key}={value}"
         for rank in (0, 1)
@@ -419,14 +432,4 @@ def test_submitit_requeue_on_the_slurm_signal_ends_as_if_uninterrupted(tmp_path)
     with (run_dir / "csv" / "metrics.csv").open() as f:
         steps = [row["step"] for row in csv.DictReader(f) if row.get("train/loss_step")]
     assert len(steps) == len(set(steps)) == 16  # every step logged once, none replayed
-    straight = tmp_path / "train" / "runs" / "whole"
-    assert losses_by_step(run_dir) == losses_by_step(straight)
-    test_metrics = [
-        {
-            k: v
-            for k, v in json.loads((d / "metrics.json").read_text())["metrics"].items()
-            if k.startswith("test/")
-        }
-        for d in (run_dir, straight)
-    ]
-    assert test_metrics[0] and test_metrics[0] == test_metrics[1]
+    assert_ends_as(run_dir, uninterrupted)
