@@ -1,6 +1,7 @@
 """Training end to end: every experiment, train then eval, multirun, the default job."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -275,6 +276,8 @@ def test_the_default_job_in_full(tmp_path):
         "peak_tflops=0.5",  # a CPU's peak is not known: given, the run reports its MFU
     ]
     env = {"PATH": "/usr/bin:/bin", "WANDB_MODE": "offline", "HOME": str(tmp_path)}
+    # make test-slow's one thread a process: 2 would spin on the other half's core
+    env |= {k: v for k, v in os.environ.items() if k == "OMP_NUM_THREADS"}
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     run_dir = tmp_path / "train" / "runs" / "full"
