@@ -4,6 +4,7 @@ import json
 import re
 import subprocess
 import sys
+import typing
 
 import hydra
 import pytest
@@ -216,6 +217,17 @@ def test_the_signature_cache_is_written_by_a_run_and_drops_an_entry_whose_source
         assert signatures.known(target)["files"][source] == entry["files"][source]
     finally:
         signatures.signatures.cache_clear()
+
+
+def test_a_unions_text_does_not_depend_on_which_order_typing_saw_first():
+    """typing caches a union in the order it was first built: after another module wrote
+    `Optional[Union[float, int]]`, Lightning's `Optional[Union[int, float]]` reads back as
+    that. The cache's text must not depend on which modules a process imported before."""
+    from trainlab.utils.signatures import as_text
+
+    typing.Optional[typing.Union[float, int]]  # noqa: B018 (another module's annotation)
+    assert as_text(typing.Optional[typing.Union[int, float]]) == as_text(int | float | None)
+    assert as_text(typing.Optional[typing.Union[int, float]]) == "typing.Union[NoneType, float, int]"
 
 
 @pytest.mark.slow  # imports every target in a fresh interpreter (10 s)

@@ -77,7 +77,9 @@ def as_text(annotation: Any) -> str | None:
     if None in parts:
         return None
     if origin in (Union, types.UnionType):
-        return f"typing.Union[{', '.join(parts)}]"
+        # Sorted: a union is a set, and typing caches the first order it was built in, so
+        # `Union[int, float]` reads back as `Union[float, int]` once another module made that.
+        return f"typing.Union[{', '.join(sorted(parts))}]"
     if origin in CONTAINERS or origin is collections.abc.Sequence:
         name = CONTAINERS.get(origin, "collections.abc.Sequence")
         return f"{name}[{', '.join(parts)}]" if parts else name
