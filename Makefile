@@ -9,27 +9,36 @@ OLDEST_STACK := torch==2.11.0 torchvision==0.26.0 lightning==2.6.6 timm==1.0.29
 PYTHON_OLDEST ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) $(shell command -v python3.12))
 OLDEST := .venv-oldest
 OLDEST_STAMP := $(OLDEST)/.installed
-# What the oldest stack must run: every compile test (slow ones too), the method kit, FSDP2
-# with bf16 weights, the memory fit, the library internals and gpu_check --quick.
+# What the oldest stack must run, what its torch can change: every compile test (slow ones
+# too), the inductor workarounds, FSDP2 with bf16 weights, the memory fit, the library
+# internals, gpu_check --quick, the method kit's 2-rank equality for every experiment, and its
+# resume and 2-rank train.py checks on the GPU's method (ijepa_digits) and on a BatchNorm CNN
+# with multi-crop (dino_digits_resnet). The other pairings repeat those two's torch calls
+# with other method code, which does not change with torch; make test-slow runs them all.
 OLDEST_TESTS := tests/test_ijepa.py tests/test_train.py tests/test_method_kit.py \
 	tests/test_distributed.py tests/test_memory_fit.py tests/test_library_internals.py \
 	tests/test_gpu_check.py
-OLDEST_SELECT := compile or inductor or trace or method_kit or fsdp or memory_fit or library_internals \
-	or gpu_check
+OLDEST_SELECT := compile or inductor or trace or fsdp or memory_fit or library_internals \
+	or gpu_check or (method_kit and (equal_one_process or covers_every_family \
+	or ijepa_digits] or dino_digits_resnet]))
 VERSIONS := import sys, torch, lightning, timm, torchvision; print(f"stack: Python \
 	{sys.version.split()[0]}, torch {torch.__version__}, torchvision {torchvision.__version__}, \
 	Lightning {lightning.__version__}, timm {timm.__version__}")
 
 .DEFAULT_GOAL := help
-.PHONY: help install train data test test-slow test-full test-oldest bench bench-gpu lint format clean
+.PHONY: help install install-oldest train data test test-slow test-full test-oldest bench bench-gpu lint format clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
+# `make -j2 install install-oldest` builds both at once (CI does): each install of the project
+# itself writes src/trainlab.egg-info, so those two steps take turns.
+LOCKED := flock $(VENV).lock
+
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(LOCKED) $(PY) -m pip install --quiet -e ".[dev]"
 	$(PY) -c 'from trainlab.utils.signatures import write; write()'
 	touch $(STAMP)
 
@@ -40,7 +49,7 @@ $(OLDEST_STAMP): pyproject.toml
 	test -x $(OLDEST)/bin/python || $(PYTHON_OLDEST) -m venv $(OLDEST)
 	$(OLDEST)/bin/python -m pip install --quiet --upgrade pip
 	$(OLDEST)/bin/python -m pip install --quiet $(OLDEST_STACK)
-	$(OLDEST)/bin/python -m pip install --quiet -e ".[dev]"
+	$(LOCKED) $(OLDEST)/bin/python -m pip install --quiet -e ".[dev]"
 	touch $(OLDEST_STAMP)
 
 train: $(STAMP) ## run the default job: I-JEPA on the embedded digits (CPU, ~4 min)
@@ -49,38 +58,34 @@ train: $(STAMP) ## run the default job: I-JEPA on the embedded digits (CPU, ~4 m
 data: $(STAMP) ## fetch Fashion-MNIST into data/ from Debian's package (or its hosts): what data=fashion_mnist does on first use
 	$(PY) -c 'import logging; logging.basicConfig(level=logging.INFO, format="%(message)s"); from trainlab.data.torchvision_sets import TorchvisionDataModule as D; D("fashion_mnist", root="data", download=True).prepare_data()'
 
-test: $(STAMP) ## fast tests (under 6 minutes on 2 CPU cores)
-	@$(PY) -c '$(VERSIONS)'
-	WANDB_MODE=offline $(PY) -m pytest -q $(ARGS)
+# Every suite runs as WORKERS pytest processes (pytest-xdist), each with one torch thread, the
+# count Lightning gives each of 2 ranks on 2 cores: most of a test's time is a process
+# importing torch and Lightning (10 s) or a tiny model's Python, a core's work each. With 2
+# threads a process, OpenMP's waiting threads spin on the other's core (5 s runs took 20 to
+# 40). A worker takes a file at a time (loadscope), so a module fixture (a twin run, a
+# 2-process harness) is built once. Each test has a limit (pyproject.toml's timeout).
+WORKERS ?= 2
+PYTEST = OMP_NUM_THREADS=1 WANDB_MODE=offline $(1) -m pytest -q -n $(WORKERS) --dist loadscope
 
-# The slow tests run as two pytest processes at once, these files and the others, one
-# thread each (as Lightning gives each of 2 ranks on 2 cores): most of their time is a
-# process importing torch and Lightning (10 s) while a rank waits for it, or a tiny model's
-# Python, a core's work of two. With 2 threads each, OpenMP's waiting threads spun on the
-# other's core: the same in-process runs took 20 to 40 s instead of 5 to 9. ARGS go to both
-# halves (options, not paths).
+test: $(STAMP) ## fast tests (under 4 minutes on 2 CPU cores)
+	@$(PY) -c '$(VERSIONS)'
+	$(call PYTEST,$(PY)) $(ARGS)
+
 # gpu_check --quick saves the GPU machine's minutes, so it runs on that machine's stack alone
-# (make test-oldest): here it would add 107 s to CI's 90 minutes and check another stack.
-SLOW_HALF := tests/test_train.py tests/test_resilience.py tests/test_config_sweep.py \
-	tests/test_bad_values.py
-SLOW := OMP_NUM_THREADS=1 WANDB_MODE=offline $(PY) -m pytest -q -m slow --deselect tests/test_gpu_check.py
-
-test-slow: $(STAMP) ## only the slow tests, in two processes at once (CI runs them after make test)
+# (make test-oldest): here it would add 107 s to CI and check another stack.
+test-slow: $(STAMP) ## only the slow tests (CI runs them after make test)
 	@$(PY) -c '$(VERSIONS)'
-	@half=$$(mktemp); \
-	$(SLOW) -p no:cacheprovider $(SLOW_HALF) $(ARGS) > $$half 2>&1 & pid=$$!; \
-	trap 'kill $$pid 2>/dev/null; rm -f $$half' EXIT; \
-	$(SLOW) $(addprefix --ignore=,$(SLOW_HALF)) $(ARGS); b=$$?; \
-	wait $$pid; a=$$?; echo "--- $(SLOW_HALF), run alongside:"; cat $$half; \
-	[ $$a = 5 ] && a=0; [ $$b = 5 ] && b=0; exit $$((a > b ? a : b))
+	$(call PYTEST,$(PY)) -m slow --deselect tests/test_gpu_check.py $(ARGS)
+
+install-oldest: $(OLDEST_STAMP) ## create .venv-oldest: the oldest stack in range and the project
 
 test-oldest: $(OLDEST_STAMP) ## the oldest stack (torch 2.11, Python 3.12) on its named set, and the default job
 	@$(OLDEST)/bin/python -c '$(VERSIONS)'
-	WANDB_MODE=offline $(OLDEST)/bin/python -m pytest -q -m "" $(OLDEST_TESTS) -k "$(OLDEST_SELECT)" $(ARGS)
+	$(call PYTEST,$(OLDEST)/bin/python) -m "" $(OLDEST_TESTS) -k "$(OLDEST_SELECT)" $(ARGS)
 	WANDB_MODE=offline $(OLDEST)/bin/python train.py debug=fdr paths.log_dir=$$(mktemp -d) run_name=oldest
 
 test-full: $(STAMP) ## all tests, slow ones included
-	WANDB_MODE=offline $(PY) -m pytest -q -m "" $(ARGS)
+	$(call PYTEST,$(PY)) -m "" $(ARGS)
 
 bench: $(STAMP) ## benchmarks; results go to benchmarks/README.md
 	$(PY) -m benchmarks

@@ -2,13 +2,16 @@
 and does it end exactly where an uninterrupted run ends?
 
     python research/chaos.py --runs 10 --out research/chaos.md
-    python research/chaos.py --runs 1 --json /tmp/chaos.json      # what the test runs
+    python research/chaos.py --runs 1 --kill-when step000004.ckpt --set trainer.max_epochs=2 \
+        --reference RUN_DIR --json /tmp/chaos.json                # what the test runs
 
 Every job is scripts/torchrun.sh (2 CPU ranks, --max-restarts) with resume=true and a step
 checkpoint every 2 optimizer steps, as a user would run a long job. One SIGKILL per run, to
 one worker chosen at random, at a moment drawn uniformly over the uninterrupted run's wall
 time; torchrun then restarts both ranks, which continue from the newest checkpoint.
-Compared with the uninterrupted run: every logged train/loss step and metrics.json.
+Compared with the uninterrupted run: every logged train/loss step and metrics.json. The
+uninterrupted run may be given (``--reference``): a DDP job's numbers depend on its world
+size and thread count (one a process, as torchrun sets), not on what launched it.
 """
 
 import argparse
@@ -59,7 +62,7 @@ def workers(agent_pid: int) -> list[int]:
         return []
 
 
-def launch(log_dir: Path, name: str, max_restarts: int) -> subprocess.Popen:
+def launch(log_dir: Path, name: str, max_restarts: int, extra: list[str]) -> subprocess.Popen:
     env = {
         **os.environ,
         "NPROC_PER_NODE": "2",
@@ -71,6 +74,7 @@ def launch(log_dir: Path, name: str, max_restarts: int) -> subprocess.Popen:
     command = [
         str(ROOT / "scripts" / "torchrun.sh"),
         *JOB,
+        *extra,
         f"paths.log_dir={log_dir}",
         f"run_name={name}",
     ]
@@ -78,8 +82,7 @@ def launch(log_dir: Path, name: str, max_restarts: int) -> subprocess.Popen:
     return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
 
 
-def outcome(log_dir: Path, name: str, returncode: int) -> dict:
-    run_dir = log_dir / "train" / "runs" / name
+def outcome(run_dir: Path, returncode: int) -> dict:
     losses = {}
     if (run_dir / "csv" / "metrics.csv").exists():
         with (run_dir / "csv" / "metrics.csv").open() as f:
@@ -97,15 +100,20 @@ def outcome(log_dir: Path, name: str, returncode: int) -> dict:
         # The final evaluation. (A run resumed after its last epoch fits nothing more, so
         # its metrics.json holds no train/val values to compare.)
         "metrics": {k: v for k, v in metrics.items() if k.startswith("test/")} if metrics else None,
-        "restarts": (log_dir / f"{name}.log").read_text().count("failed (exitcode:"),
     }
 
 
 def chaos_run(
-    log_dir: Path, name: str, kill_at: float, rng: random.Random, limit: float, when: str | None
+    log_dir: Path,
+    name: str,
+    kill_at: float,
+    rng: random.Random,
+    limit: float,
+    when: str | None,
+    extra: list[str],
 ) -> dict:
     """One run, one SIGKILL: after kill_at seconds, or once checkpoints/<when> exists."""
-    proc = launch(log_dir, name, max_restarts=3)
+    proc = launch(log_dir, name, max_restarts=3, extra=extra)
     start = time.monotonic()
     killed = None
     trigger = log_dir / "train" / "runs" / name / "checkpoints" / when if when else None
@@ -120,7 +128,8 @@ def chaos_run(
             proc.kill()
             break
         time.sleep(0.05)
-    result = outcome(log_dir, name, proc.wait())
+    result = outcome(log_dir / "train" / "runs" / name, proc.wait())
+    result["restarts"] = (log_dir / f"{name}.log").read_text().count("failed (exitcode:")
     result["killed"] = killed
     return result
 
@@ -133,28 +142,40 @@ def main():
     parser.add_argument("--json", type=Path, help="write the per-run outcomes here")
     parser.add_argument("--kill-when", help="kill once checkpoints/<this> exists (not at random)")
     parser.add_argument("--log-dir", type=Path, help="keep the runs here (default: a temp dir)")
+    parser.add_argument("--set", action="append", default=[], help="KEY=VALUE for every run")
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        help="a finished run dir of the same job, compared with instead of running one",
+    )
     args = parser.parse_args()
+    if args.reference and not args.kill_when:
+        parser.error(
+            "--reference needs --kill-when: a finished run gives no wall time to draw over"
+        )
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         log_dir = args.log_dir or Path(tmp)
         log_dir.mkdir(parents=True, exist_ok=True)
-        t0 = time.monotonic()
-        ref_proc = launch(log_dir, "reference", max_restarts=0)
-        reference = outcome(log_dir, "reference", ref_proc.wait())
-        ref_seconds = time.monotonic() - t0
+        if args.reference:
+            reference, ref_seconds = outcome(args.reference, 0), None
+        else:
+            t0 = time.monotonic()
+            ref_proc = launch(log_dir, "reference", max_restarts=0, extra=args.set)
+            reference = outcome(log_dir / "train" / "runs" / "reference", ref_proc.wait())
+            ref_seconds = time.monotonic() - t0
         if reference["returncode"] or not reference["losses"]:
             sys.exit(
                 f"the uninterrupted run failed: see {log_dir}/reference.log\n"
                 + (log_dir / "reference.log").read_text()[-3000:]
             )
-        print(
-            f"uninterrupted run: {ref_seconds:.0f} s, {len(reference['losses'])} steps", flush=True
-        )
+        took = f"{ref_seconds:.0f} s" if ref_seconds else f"given, {args.reference}"
+        print(f"uninterrupted run: {took}, {len(reference['losses'])} steps", flush=True)
         runs = []
         for i in range(args.runs):
-            kill_at = rng.uniform(0, ref_seconds)
-            limit = 10 * ref_seconds + 120
-            r = chaos_run(log_dir, f"chaos{i}", kill_at, rng, limit, args.kill_when)
+            kill_at = rng.uniform(0, ref_seconds or 0)
+            limit = 10 * ref_seconds + 120 if ref_seconds else 900
+            r = chaos_run(log_dir, f"chaos{i}", kill_at, rng, limit, args.kill_when, args.set)
             r["finished"] = r["returncode"] == 0 and r["metrics"] is not None
             r["losses_match"] = r["losses"] == reference["losses"]
             r["metrics_match"] = r["metrics"] == reference["metrics"]
@@ -171,7 +192,7 @@ def main():
         "finished": sum(r["finished"] for r in runs),
         "losses_match": sum(r["losses_match"] for r in runs),
         "metrics_match": sum(r["metrics_match"] for r in runs),
-        "reference_seconds": round(ref_seconds, 1),
+        "reference_seconds": ref_seconds and round(ref_seconds, 1),
     }
     print(json.dumps(summary))
     if args.json:
@@ -189,9 +210,9 @@ def main():
 Written by `python research/chaos.py {" ".join(sys.argv[1:])}` on {datetime.date.today()}
 ({platform.machine()}, {os.cpu_count()} cores, no GPU). Job: the default I-JEPA digits
 experiment on 2 CPU ranks (gloo) under `scripts/torchrun.sh` with `MAX_RESTARTS=3`,
-`resume=true`, a step checkpoint every 2 optimizer steps; overrides `{" ".join(JOB)}`.
+`resume=true`, a step checkpoint every 2 optimizer steps; overrides `{" ".join(JOB + args.set)}`.
 Each run: one SIGKILL to a random worker at a moment drawn uniformly over the uninterrupted
-run's wall time ({ref_seconds:.0f} s). "Losses match": every logged per-step train/loss
+run's wall time ({took}). "Losses match": every logged per-step train/loss
 equals the uninterrupted run's, bitwise; "metrics match": the test metrics in metrics.json
 are equal.
 

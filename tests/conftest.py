@@ -19,6 +19,27 @@ from omegaconf import open_dict
 from PIL import Image
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--reverse",
+        action="store_true",
+        help="run the tests in reverse order: no test may need another's leftovers",
+    )
+
+
+#: The files whose tests take longest, first. make test runs 2 pytest workers (pytest-xdist,
+#: --dist loadscope: a file at a time, so its module fixtures are built once); a long file
+#: handed out last would leave the other worker idle.
+LONGEST_FIRST = ["test_train.py", "test_resilience.py", "test_method_kit.py", "test_distributed.py"]
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: else as found
+    if config.getoption("--reverse"):
+        items.reverse()
+
+
 def pytest_configure(config):
     """The warnings a run silences, and no other: each is named in KNOWN_NOISE with the
     versions that emit it; any other warning shows in the summary of make test."""

@@ -34,6 +34,7 @@ def test_the_docs_count_the_files_the_fork_adds():
 
 
 @pytest.mark.slow  # the kit's 2-rank step, a SIGTERM resume and a 2-rank train.py run
+@pytest.mark.timeout(1200)  # two pytest runs in the fork, up to 900 s each
 def test_a_forked_method_passes_the_method_kit_with_no_other_edit(tmp_path):
     fork = tmp_path / "fork"
     skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "signatures.json", "fork_byol")

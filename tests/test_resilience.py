@@ -324,14 +324,18 @@ def test_a_kill_during_a_save_leaves_the_previous_checkpoint_whole(tmp_path):
     assert torch.load(path, weights_only=True)["step"] == 1
 
 
-@pytest.mark.slow  # 100 s of torchrun restarts: make test-slow (CI runs it after make test)
-def test_torchrun_restarts_a_killed_rank_and_the_run_ends_as_if_uninterrupted(tmp_path):
+@pytest.mark.slow  # 100 s of torchrun restarts (the twin is a fixture): make test-slow
+def test_torchrun_restarts_a_killed_rank_and_the_run_ends_as_if_uninterrupted(
+    tmp_path, uninterrupted
+):
     """research/chaos.py: 2 CPU ranks under torchrun --max-restarts; rank 0 or 1 gets SIGKILL
     in the middle of epoch 0 (once step000004.ckpt exists, of 8 steps); both restart, resume
-    from that checkpoint and finish with the uninterrupted run's losses and test metrics."""
+    from that checkpoint and finish with the uninterrupted run's losses and test metrics.
+    chaos.py's job is TWO_RANK_JOB with 2 epochs; the twin ran it by Lightning's launcher."""
     out = tmp_path / "chaos.json"
     args = ["--runs", "1", "--kill-when", "step000004.ckpt", "--json", str(out)]
-    args += ["--log-dir", str(tmp_path / "logs")]
+    args += ["--log-dir", str(tmp_path / "logs"), "--set", "trainer.max_epochs=2"]
+    args += ["--reference", str(uninterrupted)]
     result = subprocess.run(
         [sys.executable, str(ROOT / "research" / "chaos.py"), *args],
         capture_output=True,
