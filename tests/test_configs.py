@@ -229,7 +229,7 @@ def test_a_unions_text_does_not_depend_on_which_order_typing_saw_first():
     typing.Optional[typing.Union[float, int]]  # noqa: B018, UP007, UP045
     lightnings = typing.Optional[typing.Union[int, float]]  # noqa: UP007, UP045
     assert as_text(lightnings) == as_text(int | float | None)
-    assert as_text(lightnings) == "typing.Union[NoneType, float, int]"
+    assert as_text(lightnings) == "typing.Union[float, int, NoneType]"
 
 
 @pytest.mark.slow  # imports every target in a fresh interpreter (10 s)

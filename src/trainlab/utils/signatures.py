@@ -77,9 +77,11 @@ def as_text(annotation: Any) -> str | None:
     if None in parts:
         return None
     if origin in (Union, types.UnionType):
-        # Sorted: a union is a set, and typing caches the first order it was built in, so
-        # `Union[int, float]` reads back as `Union[float, int]` once another module made that.
-        return f"typing.Union[{', '.join(sorted(parts))}]"
+        # Sorted, None last ("int or null"): a union is a set, and typing caches the first
+        # order it was built in, so `Union[int, float]` reads back as `Union[float, int]`
+        # once another module made that.
+        ordered = sorted(parts, key=lambda part: (part == "NoneType", part))
+        return f"typing.Union[{', '.join(ordered)}]"
     if origin in CONTAINERS or origin is collections.abc.Sequence:
         name = CONTAINERS.get(origin, "collections.abc.Sequence")
         return f"{name}[{', '.join(parts)}]" if parts else name
