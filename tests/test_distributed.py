@@ -162,7 +162,7 @@ def test_ijepa_ddp_powersgd_bf16_accumulation_from_train_py(tmp_path):
     assert [p.name for p in (tmp_path / "train" / "runs").iterdir()] == ["ddp"]
 
 
-@pytest.mark.slow  # a 2-process train.py run (25 s): make test keeps its 4 minutes
+@pytest.mark.slow  # a 2-process train.py run (25 s): make test keeps to its 4 minutes
 def test_a_ddp_step_sends_the_gradients_and_little_else(tmp_path):
     """A 2-rank ViT-Tiny I-JEPA from train.py: one steady optimizer step, profiled by
     CommCounter, sends the gradients' bytes (all-reduced), the monitors' gather, var_cov's
