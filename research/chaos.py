@@ -164,6 +164,8 @@ def main():
             ref_proc = launch(log_dir, "reference", max_restarts=0, extra=args.set)
             reference = outcome(log_dir / "train" / "runs" / "reference", ref_proc.wait())
             ref_seconds = time.monotonic() - t0
+        if args.reference and not reference["losses"]:
+            sys.exit(f"the given uninterrupted run logged no losses: {args.reference}")
         if reference["returncode"] or not reference["losses"]:
             sys.exit(
                 f"the uninterrupted run failed: see {log_dir}/reference.log\n"
