@@ -254,7 +254,7 @@ def test_ijepa_eval_reproduces_the_online_evaluation(tmp_path):
     assert parts["evaluated"] is parts["target_encoder"]
 
 
-@pytest.mark.slow  # about 4 minutes alone, 9 beside another test: make test-slow
+@pytest.mark.slow  # 379 s beside the other worker, one thread (2-core Xeon): make test-slow
 @pytest.mark.timeout(1800)
 def test_the_default_job_in_full(tmp_path):
     """`python train.py` as it is, in a network namespace with no network at all where
@@ -277,11 +277,9 @@ def test_the_default_job_in_full(tmp_path):
         "peak_tflops=0.5",  # a CPU's peak is not known: given, the run reports its MFU
     ]
     env = {"PATH": "/usr/bin:/bin", "WANDB_MODE": "offline", "HOME": str(tmp_path)}
-    if (
-        "OMP_NUM_THREADS" in os.environ
-    ):  # make's one thread a process: 2 would spin on the other's core
+    # make's one thread a process: 2 would spin on the other worker's core
+    if "OMP_NUM_THREADS" in os.environ:
         env["OMP_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"]
-    # 562 s in make test-slow on a slow hour of a 2-core EPYC (one thread, another test alongside)
     result = subprocess.run(
         cmd, capture_output=True, text=True, timeout=1800, cwd=tmp_path, env=env
     )

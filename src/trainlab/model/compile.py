@@ -24,10 +24,6 @@ INDUCTOR_WORKAROUNDS = [
     # no release is known to have fixed it for every shape, so it stays off in the range.
     ("triton.mix_order_reduction", False, None, "pytorch/pytorch#193061"),
 ]
-# inductor's 512-bit C++ kernels (CPU only; CUDA kernels do not read the flag) gave a NaN loss
-# from I-JEPA's first bf16 step on an Intel Xeon with avx512_fp16, under torch 2.11.0 and
-# 2.14.1; 256-bit kernels matched eager there (tests/test_ijepa.py). No torch issue is known.
-CPU_WORKAROUND = ("cpp.simdlen", 256)
 
 
 def torch_release(version: str = torch.__version__) -> tuple[int, int]:
@@ -39,9 +35,11 @@ def apply_inductor_workarounds(release: tuple[int, int] | None = None) -> dict[s
     """Set the workarounds the running torch needs; returns what was set, by flag."""
     release = release or torch_release()
     config, applied = torch_internals.inductor_config(), {}
+    # inductor's 512-bit C++ kernels (CPU only: CUDA's do not read the flag) gave a NaN loss
+    # from I-JEPA's first bf16 step on an Intel Xeon with avx512_fp16, under torch 2.11.0 and
+    # 2.14.1; 256-bit kernels matched eager there. No torch issue is known, so on every release.
     if torch.backends.cpu.get_cpu_capability().startswith("AVX512"):
-        flag, value = CPU_WORKAROUND
-        config.cpp.simdlen = applied[flag] = value
+        config.cpp.simdlen = applied["cpp.simdlen"] = 256
     for flag, value, fixed_in, _issue in INDUCTOR_WORKAROUNDS:
         if fixed_in is None or release < fixed_in:
             section, name = flag.split(".")
