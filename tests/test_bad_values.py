@@ -80,6 +80,8 @@ ROWS = [
     ("callbacks.interruption.agree_every_n_batches=0", "agree_every_n_batches"),
     ("features.train_per_class=0", "features.train_per_class"),
     ("features.eval_per_class=-1", "features.eval_per_class"),
+    ("features.knn_k=0", "features.knn_k"),
+    ("model.final_lr=10", "model.final_lr=10 is above the peak model.optimizer.lr"),
     ("resume_from=nowhere.ckpt", "resume_from=nowhere.ckpt"),
     ("resume_from=/tmp", "is a directory"),
     ("resume=true resume_from=nowhere.ckpt", "pass one of them"),

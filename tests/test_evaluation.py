@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from trainlab.evaluation.features import Extraction, gather_shards
 from trainlab.evaluation.linear_grid import linear_grid, train_heads
-from trainlab.evaluation.protocol import knn_choice
+from trainlab.evaluation.protocol import knn_choice, rate_features
 from trainlab.run.checkpoint_config import run_config_of
 from trainlab.utils.errors import ConfigError
 
@@ -58,6 +58,17 @@ def test_knn_choice_without_a_test_split_chooses_on_val_alone():
     val_only = {s: labels[s] for s in ("train", "val")}
     assert knn_choice(views, val_only, 10) == (with_test[0], with_test[1], None)
     assert with_test[0] == "labels"
+
+
+def test_the_ratings_knn_counts_the_neighbours_it_is_given():
+    """features.knn_k reaches the rating's kNN: its accuracy is knn_choice's with that k, and
+    on these features 1 and 50 neighbours read differently."""
+    labels = labelled()
+    g = torch.Generator().manual_seed(3)
+    views = one_view(lambda s: torch.randn(SIZES[s], 8, generator=g) + labels[s][:, None] / 4)
+    read = {k: rate_features(views, labels, 10, knn_k=k).knn_acc for k in (1, 50)}
+    assert read == {k: knn_choice(views, labels, 10, k)[2] for k in (1, 50)}
+    assert read[1] != read[50], read
 
 
 def test_the_grid_chooses_on_val_and_never_looks_at_test_labels():

@@ -136,6 +136,7 @@ def rate_features(cfg: DictConfig, ckpt: Path, state: dict, start: float) -> dic
         how,
         cfg.features.get("train_per_class"),
         cfg.features.get("eval_per_class"),
+        cfg.features.get("knn_k", 20),
     )
     metrics = protocol_metrics(ratings)
     print_ratings(ratings, f"frozen features of {ckpt.name} ({datamodule.name})")

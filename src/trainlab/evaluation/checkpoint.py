@@ -74,20 +74,24 @@ def rate_checkpoint(
     how: Extraction = LOCAL,
     train_per_class: int | None = None,
     eval_per_class: int | None = None,
+    knn_k: int = 20,
 ) -> dict[str, Rating]:
     """{"features": ..., and with baselines "pixels", "random"}, all on the same splits.
     ``train_per_class`` / ``eval_per_class`` bound the probe's train split and the val and
-    test splits (null: every image), for data sets where extracting all would take hours."""
+    test splits (null: every image), for data sets where extracting all would take hours;
+    ``knn_k``: kNN's neighbours."""
     datasets = bounded_splits(datamodule, train_per_class, eval_per_class, seed)
     classes = datamodule.num_classes
     ratings = {}
     if baselines:
-        ratings["pixels"] = rate(pixel_views, datasets, classes, "pixels", how)
+        ratings["pixels"] = rate(pixel_views, datasets, classes, "pixels", how, knn_k)
         torch.manual_seed(seed)  # the random encoder is a function of the seed
         random_encoder = instantiate(encoder_cfg).eval().to(how.device)
-        ratings["random"] = rate(encoder_views(random_encoder), datasets, classes, "random", how)
+        ratings["random"] = rate(
+            encoder_views(random_encoder), datasets, classes, "random", how, knn_k
+        )
     encoder = load_encoder(encoder_cfg, ckpt, init_part).to(how.device)
-    ratings["features"] = rate(encoder_views(encoder), datasets, classes, init_part, how)
+    ratings["features"] = rate(encoder_views(encoder), datasets, classes, init_part, how, knn_k)
     return ratings
 
 

@@ -60,10 +60,11 @@ def extract_splits(
     return standardised(feats), labels
 
 
-def rate_features(feats, labels, num_classes: int, **grid) -> Rating:
-    """The linear grid and kNN on cached features, both chosen on val and scored on test."""
+def rate_features(feats, labels, num_classes: int, knn_k: int = 20, **grid) -> Rating:
+    """The linear grid and kNN (``knn_k`` neighbours) on cached features, both chosen on val
+    and scored on test."""
     best, _ = linear_grid(feats, labels, num_classes, **grid)
-    view, knn_val, knn_test = knn_choice(feats, labels, num_classes)
+    view, knn_val, knn_test = knn_choice(feats, labels, num_classes, knn_k)
     return Rating(best, view, knn_val, knn_test)
 
 
@@ -73,10 +74,11 @@ def rate(
     num_classes: int,
     name: str = "features",
     how: Extraction = LOCAL,
+    knn_k: int = 20,
     **grid,
 ) -> Rating:
     """Rate one feature extractor on ``datasets`` = {"train", "val", "test"} (eval transforms)."""
-    return rate_features(*extract_splits(views, datasets, name, how), num_classes, **grid)
+    return rate_features(*extract_splits(views, datasets, name, how), num_classes, knn_k, **grid)
 
 
 def metrics(ratings: dict[str, Rating]) -> dict[str, float]:

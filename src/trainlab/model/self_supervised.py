@@ -63,7 +63,7 @@ class SelfSupervised(L.LightningModule):
     optimizer: partial of a torch optimizer, completed with the parameter groups.
     num_classes: for the online probe and kNN only (labels never reach the loss).
     start_lr, final_lr: the learning rate's warm-up start and cosine end per optimizer step;
-    its peak is the optimizer's own ``lr`` (model.optimizer.lr), the one key a sweep sets;
+    its peak is the optimizer's own ``lr`` (model.optimizer.lr); neither may exceed it;
     warmup_epochs: the warm-up.
     weight_decay: (start, end), cosine, on weight matrices only.
     ema: (start, end) momentum of the targets in ``ema_pairs``; None: no EMA.

@@ -39,8 +39,8 @@ def scale_learning_rates(cfg: DictConfig, global_batch_size: int) -> float:
     ratio = global_batch_size / scaling.get("reference_batch", global_batch_size)
     factor = {"none": 1.0, "linear": ratio, "sqrt": ratio**0.5}[rule]
     if factor != 1.0:
-        # Read every rate first (resolving interpolations such as I-JEPA's peak LR, which
-        # points at model.optimizer.lr), then write: nothing is scaled twice.
+        # Read every rate first (resolving interpolations: a key that points at another
+        # scaled key), then write: nothing is scaled twice.
         values = {key: OmegaConf.select(cfg, key) for key in scaling.get("keys", [])}
         values = {k: list(v) if isinstance(v, ListConfig) else v for k, v in values.items()}
         for key, value in values.items():

@@ -42,7 +42,7 @@ def rate_frozen_features(
         sizes = {k: len(v) for k, v in bounded_splits(datamodule, *bounds.values(), seed).items()}
         ratings = rate_checkpoint(
             cfg.model.encoder, ckpt, datamodule, cfg.features.init_part,
-            cfg.features.baselines, seed, how, **bounds,
+            cfg.features.baselines, seed, how, **bounds, knn_k=cfg.features.get("knn_k", 20),
         )  # fmt: skip
     except DataError as error:  # training succeeded: report, do not fail the run
         log.warning(f"frozen features not rated: {error}")

@@ -182,6 +182,7 @@ RANGES = {
     "reference_batch": (lambda v: v >= 1, "at least 1 (the batch the learning rates are for)"),
     "train_per_class": (lambda v: v >= 1, "at least 1 (or null: all)"),
     "eval_per_class": (lambda v: v >= 1, "at least 1 (or null: all)"),
+    "knn_k": (lambda v: v >= 1 and v == int(v), "a whole number of neighbours, at least 1"),
 }
 # torch.set_float32_matmul_precision's values (trainer/matmul_precision.py)
 MATMUL_PRECISIONS = ("highest", "high", "medium")
@@ -325,10 +326,27 @@ def check_config(
             f"trainer.min_epochs={low} is above trainer.max_epochs={high}: the run could "
             "never stop; lower trainer.min_epochs or raise trainer.max_epochs"
         )
+    check_lr_schedule(cfg.get("model"))
     check_batch_overrides(cfg, typed)
     check_resume_from(cfg)
     if warn:
         warn_unvalidated_epochs(cfg)
+
+
+def check_lr_schedule(model: DictConfig | None) -> None:
+    """A schedule's warm-up start and cosine end at most its peak (model.optimizer.lr):
+    lr_scaling multiplies all three alike, so this holds after it too."""
+    optimizer = model.get("optimizer") if isinstance(model, DictConfig) else None
+    peak = optimizer.get("lr") if isinstance(optimizer, DictConfig) else None
+    if not _number(peak):
+        return
+    for key in ("start_lr", "final_lr"):
+        value = model.get(key)
+        if _number(value) and value > peak:
+            raise ConfigError(
+                f"model.{key}={value} is above the peak model.optimizer.lr={peak}: give "
+                f"model.{key} at most {peak}, or raise model.optimizer.lr"
+            )
 
 
 def check_memory_fit(node: DictConfig | None) -> None:
