@@ -219,6 +219,77 @@ def test_the_signature_cache_is_written_by_a_run_and_drops_an_entry_whose_source
         signatures.signatures.cache_clear()
 
 
+def test_a_forged_cache_entry_runs_no_code_and_names_no_monitor_of_its_own(tmp_path, monkeypatch):
+    """The cache is read as data: an entry whose text is code is not evaluated (the light
+    check then has no annotations, and the full check reads the class), and a monitor
+    written by hand gives way to the class's once it is imported; the full check's
+    ``remember`` writes the true entry back."""
+    from trainlab.model import monitor
+    from trainlab.model.vicreg import VICReg
+    from trainlab.utils import signatures
+
+    target = "trainlab.model.vicreg.VICReg"
+    planted = tmp_path / "ran"
+    entry = signatures.describe(target)
+    forged = {**entry, "monitor": "train/loss", "monitor_mode": "max"}
+    forged["arguments"] = {
+        **entry["arguments"],
+        "sim": f"__import__('os').system('touch {planted}')",
+    }
+    monkeypatch.setattr(signatures, "FILE", tmp_path / "signatures.json")
+    signatures.FILE.write_text(json.dumps({target: forged}))
+    signatures.signatures.cache_clear()
+    try:
+        assert signatures.known(target) is not None  # current by its files and stamp ...
+        assert signatures.annotations(target) is None and not planted.exists()  # ... not code
+        with pytest.raises(ValueError, match="not an annotation's text"):
+            signatures.evaluate("typing.Annotated[int, Ge(ge=__import__('os'))]")
+        assert monitor.read("monitor", target) == VICReg.monitor == "val/probe_acc"
+        assert monitor.read("monitor_mode", target) == "max" == VICReg.monitor_mode
+        signatures.remember([target])
+        assert signatures.known(target) == entry
+    finally:
+        signatures.signatures.cache_clear()
+
+
+def test_every_cached_text_reads_back_as_its_annotation():
+    """The reader of cached text gives what the annotations are, for every target configs/
+    names (it replaces eval: the same result on every form as_text writes)."""
+    from trainlab.utils import signatures
+
+    for target, entry in signatures.generate().items():
+        hints = signatures.annotations_of(target)
+        for name, text in entry["arguments"].items():
+            assert signatures.as_text(signatures.evaluate(text)) == text, (target, name)
+            assert signatures.as_text(hints[name]) == text, (target, name)
+
+
+def test_an_edit_to_any_module_of_trainlab_drops_the_cached_entries(tmp_path, monkeypatch):
+    """An annotation may read an alias another module defines (a Literal of comm hooks):
+    every entry carries a stamp of all of trainlab's modules, and an edit to one changes it."""
+    from trainlab.utils import signatures
+
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.py").write_text("Hook = 'fp16'\n")
+    monkeypatch.setattr(signatures, "PACKAGE", tmp_path)
+    signatures.project_stamp.cache_clear()
+    try:
+        before = signatures.project_stamp()
+        own = tmp_path / "a.py"  # the class's own module: unchanged
+        entry = {
+            "python": sys.prefix,
+            "files": {str(own): own.stat().st_mtime_ns},
+            "project": before,
+        }
+        assert signatures.current(entry)
+        (tmp_path / "sub" / "b.py").write_text("Hook = 'fp16' or 'bf16'\n")
+        signatures.project_stamp.cache_clear()
+        assert signatures.project_stamp() != before and not signatures.current(entry)
+    finally:
+        signatures.project_stamp.cache_clear()
+
+
 def test_a_unions_text_does_not_depend_on_which_order_typing_saw_first():
     """typing caches a union in the order it was first built: after another module wrote
     `Optional[Union[float, int]]`, Lightning's `Optional[Union[int, float]]` reads back as

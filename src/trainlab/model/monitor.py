@@ -3,10 +3,14 @@ and ``${monitor_mode:${model._target_}}`` read its class's ``monitor`` and ``mon
 
 An OmegaConf resolver, so that checkpointing and sweeps follow whichever model is composed,
 inside an experiment or not (an experiment may still state ``optimized_metric`` itself).
-It reads them from the signature cache (trainlab/utils/signatures.py), so resolving imports
-no model (torch takes seconds); a trainlab class it holds no current entry of is imported,
-and any other name is refused unimported: a config read from disk may name anything here.
+It reads them from the class where the class is imported already (after the full check:
+what the run records and checkpoints by), else from the signature cache
+(trainlab/utils/signatures.py), so resolving imports no model (torch takes seconds); a
+trainlab class it holds no current entry of is imported, and any other name is refused
+unimported: a config read from disk may name anything here.
 """
+
+import sys
 
 from omegaconf import OmegaConf
 
@@ -16,6 +20,10 @@ from trainlab.utils.source import defines_class
 
 
 def read(attribute: str, target: str) -> str:
+    module, _, name = target.rpartition(".")
+    imported = getattr(sys.modules.get(module), name, None)
+    if isinstance(imported, type) and defines_class(target):
+        return getattr(imported, attribute)
     entry = known(target)
     if entry is not None and attribute in entry:
         return entry[attribute]

@@ -2,18 +2,23 @@
 so that train.py's light entry checks types and ranges (and reads a model's ``monitor``)
 without importing torch, Lightning or the model: importing them takes seconds.
 
-The cache is nobody's to edit and not in git. Each entry records the environment and the
+The cache is nobody's to edit and not in git. Each entry records the environment, the
 source files it was read from (the modules of the class and of every base class, and
-utils/ranges.py) with their modification times; an entry whose files changed, or one
-another environment wrote, is not used. The full check, after the run has imported its
+utils/ranges.py) with their modification times, and a stamp of every module of trainlab (an
+annotation may name an alias another module defines); an entry whose files changed, or one
+another environment wrote, is not used. Its text is read back by a reader of the few forms
+``as_text`` writes, never by ``eval``: an entry that reads otherwise is not used either. The full check, after the run has imported its
 classes, writes the entries of the targets it checked (``remember``), so a fork's new or
 changed class is checked before torch from its second run on, and after torch, as every
 class is, on its first. ``make install`` writes the entries of every target configs/ names
 (``write``).
 """
 
+import ast
+import builtins
 import collections.abc
 import functools
+import hashlib
 import inspect
 import json
 import os
@@ -27,15 +32,14 @@ from typing import Annotated, Any, Literal, Union
 
 import annotated_types
 
-from trainlab.utils.source import configured_targets
+from trainlab.utils.source import PACKAGE, configured_targets
 
 FILE = Path(__file__).with_name("signatures.json")
 # Every entry depends on the project's ranges too: their bounds are written into its text.
 RANGES = Path(__file__).with_name("ranges.py")
 # Names an annotation's text may use: typing, annotated_types' bounds and builtin types.
-NAMESPACE = {"typing": typing, "collections": collections, "NoneType": type(None)} | {
-    name: getattr(annotated_types, name) for name in annotated_types.__all__
-}
+BOUNDS = {name: getattr(annotated_types, name) for name in annotated_types.__all__}
+NAMESPACE = {"typing": typing, "collections": collections, "NoneType": type(None)} | BOUNDS
 CONTAINERS = {tuple: "tuple", list: "list", dict: "dict", set: "set"}
 
 
@@ -92,7 +96,49 @@ def as_text(annotation: Any) -> str | None:
 
 @functools.cache
 def evaluate(text: str) -> Any:
-    return eval(text, {"__builtins__": __builtins__, **NAMESPACE})  # our own file's text
+    """The annotation ``as_text`` wrote as ``text``. Only its forms are read: names of
+    NAMESPACE and builtin types, their public attributes, subscripts, constants and
+    annotated_types' bounds called with constants; anything else is a ValueError."""
+    return _read(ast.parse(text, mode="eval").body)
+
+
+def _read(node: ast.AST) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        value = _read(node.operand)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return -value if isinstance(node.op, ast.USub) else value
+    elif isinstance(node, ast.Name):
+        if node.id in NAMESPACE:
+            return NAMESPACE[node.id]
+        if isinstance(getattr(builtins, node.id, None), type):
+            return getattr(builtins, node.id)
+    elif isinstance(node, ast.Attribute) and not node.attr.startswith("_"):
+        owner = _read(node.value)
+        if isinstance(owner, types.ModuleType) and hasattr(owner, node.attr):
+            return getattr(owner, node.attr)
+    elif isinstance(node, ast.Subscript):
+        return _read(node.value)[_read(node.slice)]
+    elif isinstance(node, ast.Tuple):
+        return tuple(_read(item) for item in node.elts)
+    elif isinstance(node, ast.Call) and not node.args:
+        bound = _read(node.func)
+        arguments = {k.arg: _read(k.value) for k in node.keywords}
+        constants = all(v is None or isinstance(v, int | float) for v in arguments.values())
+        if bound in BOUNDS.values() and constants:
+            return bound(**arguments)
+    raise ValueError(f"not an annotation's text: {ast.unparse(node)}")
+
+
+@functools.cache
+def project_stamp() -> str:
+    """A digest of every module of trainlab, by path, size and time: a cached annotation
+    may read an alias of any of them (a Literal of comm hooks), so an edit to one drops
+    every entry until a run reads it anew."""
+    found = sorted(PACKAGE.rglob("*.py"))
+    stats = [(str(f.relative_to(PACKAGE)), f.stat().st_size, f.stat().st_mtime_ns) for f in found]
+    return hashlib.sha256(repr(stats).encode()).hexdigest()[:16]
 
 
 def source_files(obj: Any) -> list[Path]:
@@ -123,6 +169,7 @@ def describe(target: str) -> dict[str, Any]:
         if isinstance(getattr(obj, key, None), str):
             entry[key] = getattr(obj, key)
     entry["files"] = {str(f): f.stat().st_mtime_ns for f in source_files(obj)}
+    entry["project"] = project_stamp()
     entry["python"] = sys.prefix  # another environment imports other files
     return entry
 
@@ -143,6 +190,8 @@ def current(entry: dict[str, Any]) -> bool:
     """Whether the entry was read in this environment, from files that are as they were."""
     if entry.get("python") != sys.prefix or not entry.get("files"):
         return False
+    if entry.get("project") != project_stamp():
+        return False
     try:
         return all(os.stat(f).st_mtime_ns == t for f, t in entry["files"].items())
     except OSError:
@@ -156,19 +205,24 @@ def known(target: str) -> dict[str, Any] | None:
 
 
 def annotations(target: str) -> dict[str, Any] | None:
-    """The target's argument annotations from the cache, evaluated (no imports)."""
+    """The target's argument annotations from the cache, read back (no imports); None where
+    an entry is missing, stale or reads as no annotation (the full check then checks it)."""
     entry = known(target)
-    return None if entry is None else {k: evaluate(v) for k, v in entry["arguments"].items()}
+    if entry is None:
+        return None
+    try:
+        return {k: evaluate(v) for k, v in entry["arguments"].items()}
+    except (ValueError, TypeError, SyntaxError, KeyError, AttributeError):
+        return None
 
 
 def remember(targets: Iterable[str]) -> None:
-    """Write the entries of ``targets`` that are missing or out of date; their classes are
-    imported already (the full check has read their signatures). A cache that cannot be
-    written (a read-only install) is left as it is: the light check then does less."""
-    stale = [t for t in targets if known(t) is None]
-    if not stale:
-        return
-    read = {t: e for t, e in generate(stale).items() if e.get("files")}  # imported ones
+    """Write the entries of ``targets`` that are missing or differ from what their classes
+    say now (out of date, or edited by hand); their classes are imported already (the full
+    check has read their signatures). A cache that cannot be written (a read-only install)
+    is left as it is: the light check then does less."""
+    read = {t: e for t, e in generate(targets).items() if e.get("files")}  # imported ones
+    read = {t: e for t, e in read.items() if signatures().get(t) != e}
     if not read:
         return
     try:
