@@ -19,18 +19,8 @@ import sys
 from pathlib import Path
 
 from trainlab.networks.weights import export_encoder
-from trainlab.run.run_dir import owning_run
+from trainlab.run.run_dir import check_output
 from trainlab.utils.errors import UserError
-
-
-def check_output(out: Path, force: bool) -> None:
-    """Never into a run dir (only a run writes there), never over a file unless --force.
-    The output's folder is made by the export, once the checkpoint holds the part."""
-    if (run := owning_run(out)) is not None:
-        raise UserError(f"{out} is inside the run dir {run}: write the export outside run dirs")
-    if out.exists() and not force:
-        raise UserError(f"{out} exists: choose another path, or pass --force to replace it")
-
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -54,6 +54,28 @@ def rows(path):
         return list(csv.DictReader(f))
 
 
+def test_the_csv_is_never_written_into_a_run_or_over_a_file_without_force(runs, tmp_path, capsys):
+    """--csv into a run dir (its metrics.json, its checkpoint) or over an existing file is
+    one line, exit 2, the file unchanged; --force replaces a file; a new folder is made."""
+    metrics = runs / "runs" / "a" / "metrics.json"
+    kept = metrics.read_bytes()
+    mine = tmp_path / "mine.csv"
+    mine.write_text("my table")
+    for path, says in [(metrics, "inside the run dir"), (mine, "--force"), (tmp_path, "directory")]:
+        with pytest.raises(SystemExit) as stop:
+            main([str(runs), "--csv", str(path)])
+        err = capsys.readouterr().err.strip()
+        assert stop.value.code == 2 and says in err and len(err.splitlines()) == 1, err
+    assert metrics.read_bytes() == kept and mine.read_text() == "my table"
+    main([str(runs), "--csv", str(mine), "--force"])
+    assert rows(mine)
+    main([str(runs), "--csv", str(tmp_path / "new" / "folder" / "t.csv")])
+    assert rows(tmp_path / "new" / "folder" / "t.csv")
+    with pytest.raises(SystemExit) as stop:  # a file where a folder should be
+        main([str(runs), "--csv", str(mine / "t.csv")])
+    assert stop.value.code == 2 and "cannot write" in capsys.readouterr().err
+
+
 def test_status_overrides_and_checkpoint_of_each_run(runs, tmp_path):
     main([str(runs), "--csv", str(tmp_path / "t.csv")])
     table = {r["run"].split("/")[-1]: r for r in rows(tmp_path / "t.csv")}

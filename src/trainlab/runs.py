@@ -24,9 +24,10 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from trainlab.run.run_dir import check_output
 from trainlab.run.sweep_summary import read_overrides, swept_keys
 from trainlab.utils.console import print_jobs
-from trainlab.utils.errors import ConfigError
+from trainlab.utils.errors import ConfigError, UserError
 
 STATUSES = ("finished", "pruned", "failed", "stopped", "incomplete", "damaged")
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "=": operator.eq}
@@ -154,11 +155,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--asc", action="store_true")
     parser.add_argument("--where", action="append", default=[], help='e.g. "val/acc>0.5"')
     parser.add_argument("--status", nargs="*", choices=STATUSES, help="keep only these")
-    parser.add_argument("--csv", type=Path, help="also write the table here")
+    parser.add_argument("--csv", type=Path, help="also write the table here (outside run dirs)")
+    parser.add_argument("--force", action="store_true", help="replace an existing --csv file")
     args = parser.parse_args(argv)
     missing = [str(r) for r in args.roots if not r.is_dir()]
     if missing:
         fail(f"no such directory: {', '.join(missing)}")
+    if args.csv:  # before the table: a refused write reads nothing
+        try:
+            check_output(args.csv, args.force)
+        except UserError as error:
+            fail(f"--csv {error}")
     runs = find_runs(args.roots)
     for name, op, value in map(parse_where, args.where):
         runs = [r for r in runs if metric_of(r, name) is not None and op(metric_of(r, name), value)]
@@ -174,8 +181,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     if args.csv:
         header, rows = table(runs, metrics, short=False)
-        with open(args.csv, "w", newline="") as f:
-            csv.writer(f).writerows([header, *rows])
+        try:
+            args.csv.parent.mkdir(parents=True, exist_ok=True)
+            with open(args.csv, "w", newline="") as f:
+                csv.writer(f).writerows([header, *rows])
+        except OSError as error:
+            fail(f"--csv {args.csv}: cannot write it ({error.strerror}): choose another path")
         print(f"written {args.csv}", file=sys.stderr)
 
 

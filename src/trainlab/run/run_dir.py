@@ -77,6 +77,16 @@ def owning_run(path: Path, own: Path | None = None) -> Path | None:
     return None
 
 
+def check_output(out: Path, force: bool) -> None:
+    """A tool's output file (an export, a table): never inside a run dir (only its run
+    writes there), never over an existing file unless ``force`` (--force)."""
+    if (run := owning_run(out)) is not None:
+        raise UserError(f"{out} is inside the run dir {run}: write it outside run dirs")
+    if out.is_dir() or (out.exists() and not force):
+        what = "is a directory" if out.is_dir() else "exists"
+        raise UserError(f"{out} {what}: choose another path, or pass --force to replace a file")
+
+
 def refuse_writes_into_other_runs(cfg: DictConfig) -> None:
     """One writer per run dir, whatever path a config gives a writer: a callback's
     ``dirpath`` or a logger's ``save_dir`` inside another run's dir (live or finished) is
