@@ -63,6 +63,48 @@ def test_vicreg_is_zero_invariance_for_equal_views_and_weighs_its_terms():
     assert flat["variance"] == pytest.approx(1 - 0.01, abs=1e-6)  # relu(1 - sqrt(0 + 1e-4))
 
 
+def vicreg_as_published(z1, z2, lam=25.0, mu=25.0, nu=1.0):
+    """Bardes et al. 2022, eq. 1-6 and Algorithm 1, written out: s + mu * (v(z1) + v(z2)) / 2
+    ... as the paper's pseudo-code averages the two std hinges and sums the two covariance
+    penalties, each the squared off-diagonal of the unbiased covariance over d."""
+    n, d = z1.shape
+    invariance = ((z1 - z2) ** 2).mean()
+    hinge = lambda z: torch.relu(1 - torch.sqrt(z.var(dim=0) + 1e-4)).mean()  # noqa: E731
+
+    def penalty(z):
+        z = z - z.mean(dim=0)
+        cov = z.T @ z / (n - 1)
+        return (cov**2).sum() / d - (torch.diagonal(cov) ** 2).sum() / d
+
+    return lam * invariance + mu * (hinge(z1) + hinge(z2)) / 2 + nu * (penalty(z1) + penalty(z2))
+
+
+def test_vicreg_is_the_published_loss_on_hand_checked_values_and_gradients():
+    """Two views of 2 images in 2 dimensions: z1 = [[1, 1], [-1, -1]], z2 = [[1, -1], [-1, 1]].
+    Invariance: squared differences 0, 4, 0, 4, mean 2. Variance: each std sqrt(2 + 1e-4)
+    is above 1, no hinge. Covariance: each view's off-diagonal is +-2, squared twice over
+    d = 2 gives 4 a view, summed 8. Loss 25 * 2 + 0 + 8 = 58 (averaging the views'
+    covariance would give 54). A collapsed pair hinges at 1 - 0.01 per view."""
+    z1 = torch.tensor([[1.0, 1.0], [-1.0, -1.0]], dtype=torch.float64)
+    z2 = torch.tensor([[1.0, -1.0], [-1.0, 1.0]], dtype=torch.float64)
+    loss, terms = VICRegLoss()(z1, z2)
+    assert (terms["invariance"].item(), terms["variance"].item()) == (2.0, 0.0)
+    assert terms["covariance"].item() == pytest.approx(8.0) and loss.item() == pytest.approx(58.0)
+    _, flat = VICRegLoss()(torch.zeros(2, 2), torch.zeros(2, 2))
+    assert flat["variance"].item() == pytest.approx(0.99) and flat["covariance"] == 0
+    g = torch.Generator().manual_seed(0)
+    for n, d in [(3, 4), (16, 8), (64, 33)]:
+        a, b = (torch.randn(n, d, generator=g, dtype=torch.float64) * 0.7 for _ in range(2))
+        a.requires_grad_(), b.requires_grad_()
+        ours = VICRegLoss()(a.float(), b.float())[0].double()  # the loss computes in float32
+        grads = torch.autograd.grad(ours, (a, b))
+        published = vicreg_as_published(a, b)
+        expected = torch.autograd.grad(published, (a, b))
+        assert ours.item() == pytest.approx(published.item(), rel=1e-5)
+        for got, want in zip(grads, expected, strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+
+
 def test_vicreg_computes_in_float32_under_bf16_inputs():
     z = torch.randn(64, 8).bfloat16()
     loss, terms = VICRegLoss()(z, z)

@@ -1,5 +1,7 @@
 """VICReg's loss (Bardes et al. 2022) on the embeddings of two views of a batch: invariance
-(their mean squared distance), and the variance and covariance of each view."""
+(their mean squared distance), and the variance and covariance of each view. As the paper's
+Algorithm 1 and the official main_vicreg.py: the two views' variance terms averaged, their
+covariance terms summed."""
 
 import torch
 import torch.nn.functional as F
@@ -24,7 +26,7 @@ class VICRegLoss(nn.Module):
         terms = {
             "invariance": F.mse_loss(z1, z2),
             "variance": (variance(c1) + variance(c2)) / 2,
-            "covariance": (covariance(c1) + covariance(c2)) / 2,
+            "covariance": covariance(c1) + covariance(c2),
         }
         w = self.weights
         loss = (
