@@ -1,4 +1,6 @@
-"""A test callback: the process sends itself a signal after a given optimizer step.
+"""A test callback: the process sends itself a signal after a given optimizer step, or
+with ``group=true`` to its whole process group (its data workers and ranks too), as SLURM's
+srun and ``kill -- -PGID`` do.
 
 Added from the command line with PYTHONPATH=tests:
     +callbacks.signal._target_=signal_at_step.SignalAtStep +callbacks.signal.step=4
@@ -19,7 +21,9 @@ class SignalAtStep(L.Callback):
         in_validation: bool = False,
         in_test: bool = False,
         times: int = 1,
+        group: bool = False,
     ):
+        self.group = group
         self.in_validation = in_validation  # at the start of validation instead of a batch end
         self.in_test = in_test  # at the start of the final test
         self.step, self.signum, self.rank = step, signal.Signals[name], rank
@@ -42,7 +46,10 @@ class SignalAtStep(L.Callback):
         if trainer.global_step == self.step and trainer.global_rank == self.rank and not self.sent:
             self.sent = True
             for _ in range(self.times):
-                os.kill(os.getpid(), self.signum)
+                if self.group:
+                    os.killpg(os.getpgid(0), self.signum)
+                else:
+                    os.kill(os.getpid(), self.signum)
 
 
 class RaiseAtStep(L.Callback):

@@ -95,26 +95,42 @@ def train_in_process(monkeypatch, tmp_path, *overrides: str) -> int:
     return run_in_process(trainlab.commands.train_command, argv, monkeypatch)
 
 
-def stop_at(step: int, signal_name: str = "SIGTERM") -> list[str]:
+def stop_at(step: int, signal_name: str = "SIGTERM", group: bool = False) -> list[str]:
     return [
         "+callbacks.stop._target_=signal_at_step.SignalAtStep",
         f"+callbacks.stop.step={step}",
         f"+callbacks.stop.name={signal_name}",
+        *(["+callbacks.stop.group=true"] if group else []),
     ]
 
 
-@pytest.mark.slow  # 15 s: make test-slow, which CI runs
-def test_sigterm_mid_epoch_saves_and_the_resume_is_exact(tmp_path, monkeypatch, capfd):
-    """SIGTERM after step 8 (of 6 per epoch) stops the run after the next one, step 9,
-    mid-epoch 1; resumed, every step's train/loss equals the uninterrupted run's, bitwise,
-    and no row of the first part is lost."""
-    assert train_in_process(monkeypatch, tmp_path, *SHORT, "run_name=straight") == 0
-    cut = [*SHORT, "run_name=cut", "resume=true"]
-    assert train_in_process(monkeypatch, tmp_path, *cut, *stop_at(8)) == 128 + signal.SIGTERM
-    assert "stopped by SIGTERM at step 9" in capfd.readouterr().err
+@pytest.mark.slow  # 40 s: make test-slow, which CI runs
+def test_stop_signals_to_the_whole_process_group_save_and_the_resume_is_exact(
+    tmp_path, monkeypatch
+):
+    """With 2 data workers, as SLURM's srun and `kill -- -PGID` signal a job: SIGTERM to the
+    whole process group after step 8 (of 6 per epoch) stops the run after the next one,
+    step 9, mid-epoch 1; resumed, SIGUSR1 to the group after step 10 stops it at 11; resumed
+    again, every step's train/loss equals the uninterrupted run's, bitwise, and no row of
+    the first parts is lost. The workers leave the signals to the main process
+    (data/worker_signals.py): killed, they made the run fail with no checkpoint to resume."""
+    job = [*SHORT, "data.num_workers=2"]
+    assert train_in_process(monkeypatch, tmp_path, *job, "run_name=straight") == 0
+    cut = [*job, "run_name=cut", "resume=true"]
+    env = {"PYTHONPATH": str(ROOT / "tests")}
     run_dir = tmp_path / "train" / "runs" / "cut"
+    for step, name, code in [(8, "SIGTERM", 143), (10, "SIGUSR1", 138)]:
+        stopped = subprocess.run(
+            [sys.executable, str(ROOT / "train.py"), *cut, *stop_at(step, name, group=True),
+             f"paths.log_dir={tmp_path}"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=300,
+            env={**os.environ, **env}, start_new_session=True,  # a group of its own to signal
+        )  # fmt: skip
+        assert stopped.returncode == code, stopped.stderr[-3000:]
+        assert f"stopped by {name} at step {step + 1}" in stopped.stderr
+        last = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+        assert last["global_step"] == step + 1
     assert "starting fresh" in (run_dir / "train.log").read_text()  # resume=true, no checkpoint
-    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 9
     assert train_in_process(monkeypatch, tmp_path, *cut) == 0
     expected = losses_by_step(tmp_path / "train" / "runs" / "straight")
     assert sorted(expected) == list(range(12))
@@ -401,6 +417,33 @@ def test_a_lost_node_is_replaced_and_the_job_ends_as_if_uninterrupted(tmp_path, 
         assert agent.returncode == 0, out[-3000:]
     log = (run_dir / "train.log").read_text()
     assert "resuming from" in log and "checkpoints/step0000" in log
+    assert_ends_as(run_dir, uninterrupted)
+
+
+@pytest.mark.slow  # two 2-rank runs (the twin is a fixture): about 60 s
+def test_a_stop_signal_to_every_process_of_a_2_rank_job_resumes_as_if_uninterrupted(
+    tmp_path, uninterrupted
+):
+    """SIGTERM to the whole process group of a 2-rank job with 2 data workers a rank, as
+    srun sends it (every rank and worker at once), after step 3: the ranks agree on it
+    at batch 4 (every 2 batches here) and save last.ckpt mid-epoch 0, after step 5, and
+    every process exits (rank 0 with 128 + 15); resumed on 2 ranks, the job ends with the
+    losses and test metrics of the same job run uninterrupted (neither the data workers
+    nor the agreement's collective change them)."""
+    job = [*TWO_RANK_JOB, "trainer.devices=2", "data.num_workers=2", "resume=true"]
+    job += ["callbacks.interruption.agree_every_n_batches=2"]
+    job += [f"paths.log_dir={tmp_path}", "run_name=group"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "tests")}
+    stopped = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *job, *stop_at(3, group=True)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=400, env=env,
+        start_new_session=True,  # a group of its own to signal
+    )  # fmt: skip
+    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr[-3000:]
+    run_dir = tmp_path / "train" / "runs" / "group"
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 5
+    resumed = run_cli("train.py", *job, cwd=tmp_path, env=env, timeout=400)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert_ends_as(run_dir, uninterrupted)
 
 

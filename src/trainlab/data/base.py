@@ -21,6 +21,7 @@ from trainlab.data.transforms import (
     build_transform,
     build_view,
 )
+from trainlab.data.worker_signals import init_worker
 from trainlab.utils.errors import DataError
 from trainlab.utils.logging import get_logger
 from trainlab.utils.ranges import Bounds, Count, NonNegativeInt, OpenFraction, PositiveFraction
@@ -224,6 +225,7 @@ class ImageDataModule(L.LightningDataModule):
             num_workers=self.num_workers,
             pin_memory=self.pin_memory,
             persistent_workers=self.persistent_workers,
+            worker_init_fn=init_worker,  # stop signals are the main process's
         )
         if train:
             # Stateful: Lightning saves the position inside the epoch in every checkpoint,

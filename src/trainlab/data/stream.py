@@ -22,6 +22,7 @@ from litdata.streaming.resolver import Dir
 from PIL import Image
 
 from trainlab.data.base import ImageDataModule
+from trainlab.data.worker_signals import init_worker
 from trainlab.utils.errors import DataError
 from trainlab.utils.logging import get_logger
 from trainlab.utils.seeding import call_seeded, derived_seed, run_seed
@@ -198,6 +199,7 @@ class StreamDataModule(ImageDataModule):
             num_workers=self.num_workers,
             pin_memory=self.pin_memory,
             persistent_workers=self.persistent_workers,
+            worker_init_fn=init_worker,  # stop signals are the main process's
         )
 
     def train_dataloader(self) -> StreamingDataLoader:

@@ -7,6 +7,7 @@ import torch
 from rich.progress import track
 from torch.utils.data import DataLoader, Dataset, Subset
 
+from trainlab.data.worker_signals import init_worker
 from trainlab.networks.encoder import pooled_layers, probe_layers
 
 Views = Callable[[torch.Tensor], dict[str, torch.Tensor]]
@@ -75,7 +76,9 @@ def extract(
         dataset = Subset(dataset, range(how.rank, len(dataset), how.world_size))
     out: dict[str, list[torch.Tensor]] = {}
     labels = []
-    loader = DataLoader(dataset, batch_size=how.batch_size, num_workers=how.num_workers)
+    loader = DataLoader(
+        dataset, batch_size=how.batch_size, num_workers=how.num_workers, worker_init_fn=init_worker
+    )
     cuda = how.device.type == "cuda"
     for images, y in track(loader, description=desc, transient=True, disable=how.rank > 0):
         images = images.to(how.device, non_blocking=True)

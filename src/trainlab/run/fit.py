@@ -19,6 +19,8 @@ from trainlab.utils import lightning_internals
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
+#: How a run stopped by a signal exits: 128 + the signal, as a process killed by it would.
+STOP_CODES = {128 + s for s in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT)}
 
 
 def stop_after_signal(trainer: L.Trainer, run_dir: Path, cfg: DictConfig) -> None:
