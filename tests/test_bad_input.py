@@ -1,12 +1,13 @@
 """Each bad input exits non-zero with one clear line, and overwrites nothing."""
 
+import os
 import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-from conftest import FAST, ROOT, make_image_folder, run_in_process, small_disk
+from conftest import FAST, ROOT, make_image_folder, run_cli, run_in_process, small_disk
 from PIL import Image
 
 import trainlab.commands
@@ -561,3 +562,23 @@ def test_slurm_launcher_without_slurm_and_a_directory_as_checkpoint(tmp_path):
     )  # fmt: skip
     assert folder.returncode == 2
     assert_one_clear_line(folder.stderr, f"ckpt_path={tmp_path} is a directory")
+
+
+def test_a_fifo_where_the_tools_read_a_file_is_one_line_not_a_hang(tmp_path):
+    """A FIFO blocks its reader until someone writes: eval.py's checkpoint, the export's
+    checkpoint and a run dir's overrides.yaml in the runs table are refused or marked
+    damaged at once, each naming the file."""
+    from trainlab.runs import read_or_damaged
+
+    fifo = tmp_path / "last.ckpt"
+    os.mkfifo(fifo)
+    done = run_cli("eval.py", f"ckpt_path={fifo}", f"paths.log_dir={tmp_path}", timeout=60)
+    assert done.returncode == 2 and "is a FIFO" in done.stderr.strip().splitlines()[-1]
+    done = run_cli("scripts/export_encoder.py", str(fifo), str(tmp_path / "e.pth"), timeout=60)
+    assert done.returncode == 2 and f"weights file {fifo} is a FIFO" in done.stderr
+    run = tmp_path / "runs" / "r"
+    run.mkdir(parents=True)
+    (run / "meta.json").write_text('{"starts": []}')
+    os.mkfifo(run / "overrides.yaml")
+    row = read_or_damaged(run)
+    assert row["status"].startswith("damaged") and "is a FIFO" in row["status"], row

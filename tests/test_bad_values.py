@@ -5,6 +5,8 @@ test-slow). Both times: exit 2 and one line that names the key or the file; unde
 the finished run's name, a value that only preflight finds is refused after the run dir,
 a file check of the light entry, so the line may name the run dir instead."""
 
+import os
+
 import pytest
 from conftest import FAST, make_image_folder, run_in_process
 
@@ -84,6 +86,8 @@ ROWS = [
     ("model.final_lr=10", "model.final_lr=10 is above the peak model.optimizer.lr"),
     ("resume_from=nowhere.ckpt", "resume_from=nowhere.ckpt"),
     ("resume_from=/tmp", "is a directory"),
+    ("resume_from={root}/fifo.ckpt", "fifo.ckpt is a FIFO"),  # a FIFO read would block
+    ("model.init_from={root}/fifo.ckpt", "is a FIFO, a socket or a device, not a file"),
     ("resume=true resume_from=nowhere.ckpt", "pass one of them"),
     ("model.init_from=/nonexistent/weights.pth.tar", "/nonexistent/weights.pth.tar"),
     # found by preflight alone (run/checks/preflight.py): the model built, one real batch through it
@@ -167,6 +171,7 @@ def finished(tmp_path_factory):
     with pytest.MonkeyPatch.context() as monkeypatch:
         assert run_in_process(trainlab.commands.train_command, argv, monkeypatch) == 0
     run_dir = root / "train" / "runs" / "done"
+    os.mkfifo(root / "fifo.ckpt")  # reading it would block until someone writes
     make_image_folder(root / "one_class", classes=("a",))
     make_image_folder(root / "corrupt", per_class=2)
     for image in (root / "corrupt").rglob("*.png"):  # every image cut short

@@ -35,6 +35,7 @@ from trainlab.run.run_dir import (
     refuse_writes_into_other_runs,
 )
 from trainlab.utils.errors import UserError
+from trainlab.utils.files import not_a_file
 from trainlab.utils.logging import get_logger, one_console_line
 
 # torch, Lightning and the evaluation code are imported inside the functions that run the
@@ -155,8 +156,7 @@ def rate_features(cfg: DictConfig, ckpt: Path, state: dict, start: float) -> dic
 def evaluate(cfg: DictConfig) -> dict[str, float]:
     start = time.monotonic()
     ckpt = Path(cfg.ckpt_path)
-    if not ckpt.is_file():
-        what = "is a directory" if ckpt.is_dir() else "does not exist"
+    if what := not_a_file(ckpt):
         raise UserError(f"ckpt_path={cfg.ckpt_path} {what}: pass a .ckpt file from a run dir")
     if cfg.mode not in ("test", "features"):
         raise UserError(f"mode={cfg.mode} is not a mode: use mode=test or mode=features")

@@ -28,6 +28,7 @@ from trainlab.run.run_dir import check_output
 from trainlab.run.sweep_summary import read_overrides, swept_keys
 from trainlab.utils.console import print_jobs
 from trainlab.utils.errors import ConfigError, UserError
+from trainlab.utils.files import not_a_file
 
 STATUSES = ("finished", "pruned", "failed", "stopped", "incomplete", "damaged")
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "=": operator.eq}
@@ -61,6 +62,10 @@ def status(run_dir: Path) -> str:
 
 def read_run(run_dir: Path) -> dict:
     """One row: status, overrides, metrics, wall time and the checkpoint to use."""
+    for name in ("meta.json", "metrics.json", "train.log"):  # a FIFO would block the table
+        path = run_dir / name
+        if (path.exists() or name == "meta.json") and (what := not_a_file(path)):
+            raise ValueError(f"{name} {what}")
     meta = json.loads((run_dir / "meta.json").read_text())
     results = {}
     if (run_dir / "metrics.json").is_file():
@@ -95,7 +100,8 @@ def read_or_damaged(run_dir: Path) -> dict:
         return read_run(run_dir)
     # JSONDecodeError is a ValueError; a ConfigError, an overrides.yaml too large or aliased
     except (OSError, ValueError, KeyError, TypeError, ConfigError) as e:
-        why = f"{type(e).__name__}: {e}".splitlines()[0][:80]
+        # the run's own path left out: the row names it, and the file is what matters
+        why = f"{type(e).__name__}: {e}".replace(f"{run_dir}/", "").splitlines()[0][:80]
         return {"run": str(run_dir), "status": f"damaged: {why}", "overrides": {},
                 "metrics": {}, "optimized": {}, "minutes": None, "checkpoint": None}  # fmt: skip
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from trainlab.utils.errors import UserError
+from trainlab.utils.files import not_a_file
 
 # Official I-JEPA predictor names -> ours (trainlab.networks.predictor.Predictor).
 PREDICTOR_KEYS = [
@@ -24,8 +25,8 @@ PREDICTOR_KEYS = [
 
 def read_state(path: str | Path) -> dict:
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"weights file {path} does not exist: check model.init_from")
+    if what := not_a_file(path):
+        raise UserError(f"weights file {path} {what}: check model.init_from")
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
@@ -40,6 +41,8 @@ def check_readable(path: str | Path) -> dict:
     """Refuse a checkpoint that ``weights_only`` loading cannot read, before any run starts.
     Memory-mapped: the tensors are not read, so this is cheap also for large files. Returns
     what it read, its tensors still on disk until they are touched."""
+    if what := not_a_file(path):
+        raise UserError(f"checkpoint {path} {what}: give a checkpoint file")
     try:
         try:
             return torch.load(path, map_location="cpu", weights_only=True, mmap=True)

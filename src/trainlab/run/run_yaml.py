@@ -13,6 +13,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from trainlab.utils.errors import ConfigError
+from trainlab.utils.files import not_a_file
 
 MAX_BYTES = 1 << 20  # 1 MiB: a run's config.yaml is about 10 KB
 MAX_ALIASES = 16  # none are written; a few are allowed for a hand-edited file
@@ -23,6 +24,8 @@ def read_run_yaml(path: Path):
     """``path`` as an OmegaConf config, refused (ConfigError) if it is larger than MAX_BYTES,
     holds more than MAX_ALIASES aliases, or is not UTF-8 YAML."""
     path = Path(path)
+    if what := not_a_file(path):
+        raise ConfigError(f"{path} {what}: a run dir's YAML must be a file")
     size = path.stat().st_size
     if size > MAX_BYTES:
         raise ConfigError(

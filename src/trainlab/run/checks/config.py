@@ -13,7 +13,6 @@ import functools
 import math
 import types
 import typing
-from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import typing_extensions
@@ -21,6 +20,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from trainlab.utils.errors import ConfigError
+from trainlab.utils.files import not_a_file
 from trainlab.utils.logging import get_logger
 from trainlab.utils.omegaconf_internals import is_interpolation, node_at
 from trainlab.utils.signatures import annotations, annotations_of, remember
@@ -380,10 +380,9 @@ def check_resume_from(cfg: DictConfig) -> None:
             "resume=true continues this run dir, resume_from=... starts a new one from another "
             "run's checkpoint: pass one of them"
         )
-    if not Path(start).is_file():
-        what = "a directory" if Path(start).is_dir() else "not found"
+    if what := not_a_file(start):
         raise ConfigError(
-            f"resume_from={start} is {what}: give a checkpoint file, e.g. "
+            f"resume_from={start} {what}: give a checkpoint file, e.g. "
             "logs/train/runs/<run>/checkpoints/last.ckpt"
         )
 

@@ -1,0 +1,22 @@
+"""What a path the project reads is, before it is opened: a FIFO blocks whoever reads it
+until someone writes, a device may never end, a directory cannot be loaded."""
+
+import stat
+from pathlib import Path
+
+
+def not_a_file(path: str | Path) -> str | None:
+    """None for a regular file (or a link to one); else what it is, in words that follow
+    the path in a message: "does not exist", "is a directory", "is a FIFO, a socket or a
+    device, not a file"."""
+    try:
+        mode = Path(path).stat().st_mode
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as error:
+        return f"cannot be read ({error.strerror})"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a directory"
+    return "is a FIFO, a socket or a device, not a file"
