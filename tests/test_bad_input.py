@@ -236,6 +236,18 @@ def _truncated_checkpoint(path, marker):
     path.write_bytes(path.read_bytes()[:2000])
 
 
+def _damaged_checkpoint(path, marker):
+    """64 bytes flipped in the middle of a tensor: torch.load reads it without a word."""
+    import torch
+
+    torch.save({"state_dict": {"w": torch.zeros(100_000)}}, path)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 64] = bytes(
+        b ^ 0xFF for b in data[len(data) // 2 : len(data) // 2 + 64]
+    )
+    path.write_bytes(bytes(data))
+
+
 def _empty_checkpoint(path, marker):
     path.write_bytes(b"")
 
@@ -250,6 +262,7 @@ def _random_bytes(path, marker):
         (_checkpoint_that_runs_code, ["could run code"]),
         (_truncated_checkpoint, ["empty or truncated"]),
         (_empty_checkpoint, ["empty or truncated"]),
+        (_damaged_checkpoint, ["is damaged", "CRC-32"]),
         (_random_bytes, ["not a PyTorch checkpoint"]),
     ],
     ids=lambda v: v.__name__.strip("_") if callable(v) else "",
@@ -582,3 +595,22 @@ def test_a_fifo_where_the_tools_read_a_file_is_one_line_not_a_hang(tmp_path):
     os.mkfifo(run / "overrides.yaml")
     row = read_or_damaged(run)
     assert row["status"].startswith("damaged") and "is a FIFO" in row["status"], row
+
+
+def test_a_damaged_checkpoint_is_refused_wherever_it_is_read(tmp_path):
+    """A checkpoint with flipped bytes (torch.load would read it silently): the check before
+    a resume, an init_from, eval and the export (check_readable, read_state) names the file
+    and the damaged record; the intact one reads."""
+    import torch
+
+    from trainlab.networks.weights import check_readable, read_state
+    from trainlab.utils.errors import UserError
+
+    intact, damaged = tmp_path / "intact.ckpt", tmp_path / "damaged.ckpt"
+    torch.save({"state_dict": {"w": torch.arange(100_000.0)}}, intact)
+    _damaged_checkpoint(damaged, None)
+    assert torch.load(damaged, weights_only=True)["state_dict"]["w"].shape == (100_000,)
+    for read in (check_readable, read_state):
+        assert read(intact)["state_dict"]["w"][-1] == 99_999
+        with pytest.raises(UserError, match=f"checkpoint {damaged} is damaged: its record "):
+            read(damaged)

@@ -6,6 +6,8 @@ internet cannot run code on load.
 
 import os
 import re
+import zipfile
+import zlib
 from pathlib import Path
 
 import torch
@@ -23,10 +25,30 @@ PREDICTOR_KEYS = [
 ]
 
 
+def check_intact(path: str | Path) -> None:
+    """Refuse a torch checkpoint whose bytes differ from those it was written with. torch
+    saves a zip whose every record carries a CRC-32, and torch.load reads them without
+    checking: 64 flipped bytes load silently as a wrong tensor. A file that is no zip
+    (safetensors, torch's legacy format) has no checksums to check."""
+    try:
+        if not zipfile.is_zipfile(path):
+            return
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:
+        damaged = f"? ({error})"
+    if damaged is not None:
+        raise UserError(
+            f"checkpoint {path} is damaged: its record {damaged} does not match the CRC-32 "
+            "it was written with; use another checkpoint (a step checkpoint) or copy it again"
+        )
+
+
 def read_state(path: str | Path) -> dict:
     path = Path(path)
     if what := not_a_file(path):
         raise UserError(f"weights file {path} {what}: check model.init_from")
+    check_intact(path)
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
@@ -43,6 +65,7 @@ def check_readable(path: str | Path) -> dict:
     what it read, its tensors still on disk until they are touched."""
     if what := not_a_file(path):
         raise UserError(f"checkpoint {path} {what}: give a checkpoint file")
+    check_intact(path)
     try:
         try:
             return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
