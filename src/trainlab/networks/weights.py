@@ -60,9 +60,9 @@ def read_state(path: str | Path) -> dict:
 
 
 def check_readable(path: str | Path) -> dict:
-    """Refuse a checkpoint that ``weights_only`` loading cannot read, before any run starts.
-    Memory-mapped: the tensors are not read, so this is cheap also for large files. Returns
-    what it read, its tensors still on disk until they are touched."""
+    """Refuse a checkpoint that is damaged (``check_intact`` reads it once, about a second a
+    GB) or that ``weights_only`` loading cannot read, before any run starts. Loaded
+    memory-mapped: returns what it read, its tensors still on disk until they are touched."""
     if what := not_a_file(path):
         raise UserError(f"checkpoint {path} {what}: give a checkpoint file")
     check_intact(path)
