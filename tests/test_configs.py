@@ -242,8 +242,9 @@ def test_a_forged_cache_entry_runs_no_code_and_names_no_monitor_of_its_own(tmp_p
     try:
         assert signatures.known(target) is not None  # current by its files and stamp ...
         assert signatures.annotations(target) is None and not planted.exists()  # ... not code
-        with pytest.raises(ValueError, match="not an annotation's text"):
-            signatures.evaluate("typing.Annotated[int, Ge(ge=__import__('os'))]")
+        for code in ("typing.Annotated[int, Ge(ge=__import__('os'))]", "typing.sys.modules"):
+            with pytest.raises(ValueError, match="not an annotation's text"):
+                signatures.evaluate(code)
         assert monitor.read("monitor", target) == VICReg.monitor == "val/probe_acc"
         assert monitor.read("monitor_mode", target) == "max" == VICReg.monitor_mode
         signatures.remember([target])

@@ -41,6 +41,7 @@ RANGES = Path(__file__).with_name("ranges.py")
 BOUNDS = {name: getattr(annotated_types, name) for name in annotated_types.__all__}
 NAMESPACE = {"typing": typing, "collections": collections, "NoneType": type(None)} | BOUNDS
 CONTAINERS = {tuple: "tuple", list: "list", dict: "dict", set: "set"}
+MODULES = (typing, collections, collections.abc)  # the only modules whose names it reads
 
 
 def annotations_of(target: str) -> dict[str, Any]:
@@ -116,7 +117,7 @@ def _read(node: ast.AST) -> Any:
             return getattr(builtins, node.id)
     elif isinstance(node, ast.Attribute) and not node.attr.startswith("_"):
         owner = _read(node.value)
-        if isinstance(owner, types.ModuleType) and hasattr(owner, node.attr):
+        if owner in MODULES and hasattr(owner, node.attr):  # not typing.sys.modules[...]
             return getattr(owner, node.attr)
     elif isinstance(node, ast.Subscript):
         return _read(node.value)[_read(node.slice)]
