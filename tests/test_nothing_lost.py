@@ -75,7 +75,7 @@ def test_a_finished_run_is_never_resumed_over_and_is_extended_beside_itself(
     more = tmp_path / "train" / "runs" / "more"
     assert sorted(steps_logged(more)) == [8, 9, 10, 11]  # epoch 3 only, from step 8
     assert train(monkeypatch, tmp_path, "run_name=x", "resume_from=nowhere.ckpt") == 2
-    assert "resume_from=nowhere.ckpt is not found" in capfd.readouterr().err
+    assert "resume_from=nowhere.ckpt does not exist" in capfd.readouterr().err
     assert not (tmp_path / "train" / "runs" / "x").exists()
 
 
