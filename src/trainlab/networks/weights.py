@@ -4,6 +4,7 @@ Everything is read with ``weights_only=True`` (or safetensors): a weights file f
 internet cannot run code on load.
 """
 
+import functools
 import os
 import re
 import zipfile
@@ -25,18 +26,26 @@ PREDICTOR_KEYS = [
 ]
 
 
+@functools.cache
+def _damaged_record(path: str, size: int, mtime_ns: int) -> str | None:
+    """The first record whose CRC-32 fails, once a process per file as it is on disk (the
+    checks before a run and the load after it read the same file)."""
+    try:
+        if not zipfile.is_zipfile(path):
+            return None
+        with zipfile.ZipFile(path) as archive:
+            return archive.testzip()
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:
+        return f"? ({error})"
+
+
 def check_intact(path: str | Path) -> None:
     """Refuse a torch checkpoint whose bytes differ from those it was written with. torch
     saves a zip whose every record carries a CRC-32, and torch.load reads them without
     checking: 64 flipped bytes load silently as a wrong tensor. A file that is no zip
     (safetensors, torch's legacy format) has no checksums to check."""
-    try:
-        if not zipfile.is_zipfile(path):
-            return
-        with zipfile.ZipFile(path) as archive:
-            damaged = archive.testzip()
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:
-        damaged = f"? ({error})"
+    stat = os.stat(path)
+    damaged = _damaged_record(str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
     if damaged is not None:
         raise UserError(
             f"checkpoint {path} is damaged: its record {damaged} does not match the CRC-32 "
