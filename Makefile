@@ -55,8 +55,8 @@ $(OLDEST_STAMP): pyproject.toml
 train: $(STAMP) ## run the default job: I-JEPA on the embedded digits (CPU, ~4 min)
 	$(PY) train.py $(ARGS)
 
-data: $(STAMP) ## fetch Fashion-MNIST into data/ from Debian's package (or its hosts): what data=fashion_mnist does on first use
-	$(PY) -c 'import logging; logging.basicConfig(level=logging.INFO, format="%(message)s"); from trainlab.data.torchvision_sets import TorchvisionDataModule as D; D("fashion_mnist", root="data", download=True).prepare_data()'
+data: $(STAMP) ## fetch Fashion-MNIST into data/ as data=fashion_mnist does on first use (its data.fetch, or its hosts)
+	$(PY) -c 'import logging, os, hydra; logging.basicConfig(level=logging.INFO, format="%(message)s"); hydra.initialize_config_dir(os.path.abspath("configs/data"), version_base="1.3"); hydra.utils.instantiate(hydra.compose("fashion_mnist", ["root=data"])).prepare_data()'
 
 # Every suite runs as WORKERS pytest processes (pytest-xdist), each with one torch thread, the
 # count Lightning gives each of 2 ranks on 2 cores: most of a test's time is a process

@@ -5,6 +5,7 @@ import csv
 import functools
 import os
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -210,3 +211,13 @@ def make_image_folder(root, classes=("a", "b"), per_class=4, size=16, ext=".png"
                 pixels = np.full((size, size, 3), 40 * i + j, dtype=np.uint8)
                 Image.fromarray(pixels).save(folder / f"{j}{ext}")
     return root
+
+
+def write_idx(path: Path, array) -> None:
+    """An IDX file as MNIST's and Fashion-MNIST's raw folders hold them (uint8, big-endian)."""
+    magic = {3: 0x0803, 1: 0x0801}[array.ndim]
+    path.write_bytes(
+        struct.pack(">I", magic)
+        + struct.pack(f">{array.ndim}I", *array.shape)
+        + array.astype(np.uint8).tobytes()
+    )

@@ -1,14 +1,11 @@
 """DataModules: splits, stray files, offline torchvision sets."""
 
 import logging
-import os
-import struct
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from conftest import make_image_folder
+from conftest import make_image_folder, write_idx
 
 from trainlab.data.digits import DigitsDataModule
 from trainlab.data.fake import FakeDataModule
@@ -86,22 +83,13 @@ def test_image_folder_skips_stray_files_and_says_so(tmp_path, caplog):
     assert x.shape == (2, 3, 16, 16)
 
 
-def _write_idx(path, array):
-    magic = {3: 0x0803, 1: 0x0801}[array.ndim]
-    path.write_bytes(
-        struct.pack(">I", magic)
-        + struct.pack(f">{array.ndim}I", *array.shape)
-        + array.astype(np.uint8).tobytes()
-    )
-
-
 def test_mnist_offline_with_files_present(tmp_path):
     raw = tmp_path / "MNIST" / "raw"
     raw.mkdir(parents=True)
     rng = np.random.default_rng(0)
     for prefix, n in (("train", 40), ("t10k", 10)):
-        _write_idx(raw / f"{prefix}-images-idx3-ubyte", rng.integers(0, 255, (n, 28, 28)))
-        _write_idx(raw / f"{prefix}-labels-idx1-ubyte", rng.integers(0, 10, n))
+        write_idx(raw / f"{prefix}-images-idx3-ubyte", rng.integers(0, 255, (n, 28, 28)))
+        write_idx(raw / f"{prefix}-labels-idx1-ubyte", rng.integers(0, 10, n))
     dm = TorchvisionDataModule(
         "mnist",
         root=str(tmp_path),
@@ -174,71 +162,17 @@ def test_synthetic_data_is_seeded_uint8_at_size_and_normalised_like_the_eval_spl
     assert torch.equal(normalised[0], dm.transform(train=False)(raw))
 
 
-def fake_debian(tmp_path, monkeypatch, files: dict | None) -> Path:
-    """apt-get and dpkg-deb on PATH that give a package of ``files`` (name: array), gzipped
-    where Debian's package keeps them; None: apt-get fails, as with no mirror. Returns the
-    log of the commands run."""
-    import gzip
-
-    staged = tmp_path / "package"
-    inside = staged / "usr" / "share" / "datasets" / "fashion-mnist"
-    inside.mkdir(parents=True)
-    for name, array in (files or {}).items():
-        _write_idx(inside / name, array)
-        (inside / f"{name}.gz").write_bytes(gzip.compress((inside / name).read_bytes()))
-        (inside / name).unlink()
-    bin_dir, calls = tmp_path / "bin", tmp_path / "calls.log"
-    bin_dir.mkdir()
-    apt = "exit 1" if files is None else "touch dataset-fashion-mnist_1_all.deb"
-    (bin_dir / "apt-get").write_text(f'#!/bin/sh\necho "apt-get $*" >> {calls}\n{apt}\n')
-    (bin_dir / "dpkg-deb").write_text(
-        f'#!/bin/sh\necho "dpkg-deb $*" >> {calls}\ncp -r {staged}/. "$3"\n'
-    )
-    for tool in bin_dir.iterdir():
-        tool.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    return calls
-
-
-def fashion(tmp_path, download: bool) -> TorchvisionDataModule:
-    return TorchvisionDataModule("fashion_mnist", root=str(tmp_path / "data"), download=download,
-                                 image_size=28, in_chans=1, batch_size=8, mean=(0.29,), std=(0.35,))  # fmt: skip
-
-
-def test_fashion_mnist_is_fetched_from_debians_package_where_it_is_missing(tmp_path, monkeypatch):
-    """No copy under data.root and data.download=true: the package's four files, un-gzipped,
-    where torchvision reads them; a second run fetches nothing."""
-    rng = np.random.default_rng(0)
-    files = {f"{p}-{kind}": rng.integers(0, 255 if "images" in kind else 10, shape)
-             for p, n in (("train", 40), ("t10k", 10))
-             for kind, shape in (("images-idx3-ubyte", (n, 28, 28)), ("labels-idx1-ubyte", (n,)))}  # fmt: skip
-    calls = fake_debian(tmp_path, monkeypatch, files)
-    dm = fashion(tmp_path, download=True)
-    dm.prepare_data()
-    assert calls.read_text().splitlines()[0] == "apt-get download dataset-fashion-mnist"
-    dm.setup()
-    assert (len(dm.train_set), len(dm.val_set), len(dm.test_set)) == (36, 4, 10)
-    raw = tmp_path / "data" / "FashionMNIST" / "raw"
-    assert sorted(p.name for p in raw.iterdir()) == sorted(files)  # no .deb or temp left
-    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["FashionMNIST"]
-    fashion(tmp_path, download=True).prepare_data()
-    assert len(calls.read_text().splitlines()) == 2  # the first fetch's two commands only
-
-
-def test_fashion_mnist_missing_everywhere_names_both_ways(tmp_path, monkeypatch):
-    """Without download the run says both ways in one line; with it, a failed apt-get falls
-    to torchvision's hosts (refused here: no network is reached in tests)."""
+def test_a_missing_torchvision_set_names_the_ways_to_fill_it(tmp_path):
+    """No copy and no download: one line with the path, data.download and the hosts; with no
+    fetch on the node, nothing else is named."""
     from trainlab.utils.errors import DataError
 
-    calls = fake_debian(tmp_path, monkeypatch, None)
-    with pytest.raises(
-        DataError,
-        match=r"data.download=true to fetch it from Debian's dataset-fashion-mnist package or its hosts, or copy",
-    ):
-        fashion(tmp_path, download=False).check()
-    assert not calls.exists()  # download off: apt-get never called
-    monkeypatch.setattr(TorchvisionDataModule, "_open", lambda self, train, download=False: (_ for _ in ()).throw(DataError("hosts unreachable")))  # fmt: skip
-    with pytest.raises(DataError, match="hosts unreachable"):
-        fashion(tmp_path, download=True).prepare_data()
-    assert calls.read_text().splitlines() == ["apt-get download dataset-fashion-mnist"]
-    assert not (tmp_path / "data" / "FashionMNIST" / "raw").exists()
+    dm = TorchvisionDataModule("fashion_mnist", root=str(tmp_path / "data"), download=False,
+                               image_size=28, in_chans=1, batch_size=8, mean=(0.29,), std=(0.35,))  # fmt: skip
+    with pytest.raises(DataError) as refused:
+        dm.check()
+    assert str(refused.value) == (
+        f"fashion_mnist not found at {tmp_path}/data/FashionMNIST/raw: set data.download=true to "
+        f"fetch it from its hosts, or copy the files there (data.root={tmp_path}/data)"
+    )
+    assert not (tmp_path / "data").exists()

@@ -1,17 +1,16 @@
 """MNIST, Fashion-MNIST, CIFAR-10 and CIFAR-100 through torchvision.
 
-With ``download=true`` missing files are fetched into ``root``: from Debian's package where
-one holds the set (Fashion-MNIST: data/debian_package.py, the package mirror a machine
-already uses), else by torchvision from the data set's hosts. With the files present nothing
-is fetched; without them and without ``download`` the run stops at once with the path it
-expected and both ways to fill it.
+With ``download=true`` missing files are fetched into ``root``: by ``fetch`` where the data
+node names one (Fashion-MNIST: Debian's package, configs/data/fetch/), else by torchvision
+from the data set's hosts. With the files present nothing is fetched; without them and
+without ``download`` the run stops at once with the path it expected and the ways to fill it.
 """
 
+from collections.abc import Callable
 from pathlib import Path
 
 from torchvision import datasets
 
-from trainlab.data import debian_package
 from trainlab.data.base import ImageDataModule
 from trainlab.utils.errors import DataError
 
@@ -24,11 +23,19 @@ _DATASETS = {  # (class, its folder under root, its classes)
 
 
 class TorchvisionDataModule(ImageDataModule):
-    def __init__(self, dataset: str, download: bool = False, **kwargs):
+    def __init__(
+        self,
+        dataset: str,
+        download: bool = False,
+        fetch: Callable[[Path], bool] | None = None,
+        **kwargs,
+    ):
+        """``fetch(folder)`` fills the raw folder before torchvision's download is tried and
+        says whether it did; its ``str`` names where from, for the message of a missing set."""
         if dataset not in _DATASETS:
             raise DataError(f"unknown torchvision data set {dataset!r}: one of {list(_DATASETS)}")
         super().__init__(**kwargs)
-        self.name, self.download = dataset, download
+        self.name, self.download, self.fetch = dataset, download, fetch
         self.cls, subdir, self.classes = _DATASETS[dataset]
         self.expected = f"{self.root}/{subdir}"
 
@@ -38,13 +45,9 @@ class TorchvisionDataModule(ImageDataModule):
             raise DataError(f"{self.name} not found at {self.expected}: {self.ways_to_get_it()}")
 
     def ways_to_get_it(self) -> str:
-        debian = (
-            f"Debian's {debian_package.PACKAGES[self.name][0]} package or "
-            if self.name in debian_package.PACKAGES
-            else ""
-        )
+        first = f"{self.fetch} or " if self.fetch else ""
         return (
-            f"set data.download=true to fetch it from {debian}its hosts, or copy the files "
+            f"set data.download=true to fetch it from {first}its hosts, or copy the files "
             f"there (data.root={self.root})"
         )
 
@@ -61,8 +64,8 @@ class TorchvisionDataModule(ImageDataModule):
 
     def prepare_data(self) -> None:
         # Runs on one process per node before setup: the only place that downloads.
-        if self.download and self.name in debian_package.PACKAGES and not self.complete():
-            debian_package.fetch(self.name, Path(self.expected))
+        if self.download and self.fetch and not self.complete():
+            self.fetch(Path(self.expected))
         for train in (True, False):
             try:
                 self._open(train, download=self.download)

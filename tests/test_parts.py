@@ -1,0 +1,168 @@
+"""The parts: each optional capability is a set of paths that docs/fork.md removes in one
+`git rm -r` line, and nothing outside a part imports it or names its modules; the core reaches
+a part only through config (a `_target_`, a callbacks list, a command line). IMPORTED_TODAY
+lists the imports that still cross into a part: it only shrinks, and a part named in it is
+not removable yet. The slow test removes every removable part at once, by its line, in a copy
+of the project, and runs the fast suite that remains there."""
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+FORK = ROOT / "docs" / "fork.md"
+ROW = re.compile(r"^\| (?P<name>[^|]+?) \|.*`git rm -r (?P<paths>[^`]+)`", re.M)
+SCANNED = ["src", "tests", "scripts", "benchmarks", "research", "configs", "train.py", "eval.py"]
+SUFFIXES = {".py", ".yaml", ".sh"}
+
+#: (file, part) pairs of today's imports into a part from outside it. Only shrinks.
+IMPORTED_TODAY: set[tuple[str, str]] = set()
+
+
+def parts() -> dict[str, list[str]]:
+    """Each part's paths, as its `git rm -r` line in docs/fork.md names them."""
+    found = {m["name"]: m["paths"].split() for m in ROW.finditer(FORK.read_text())}
+    assert found, "docs/fork.md lists no part"
+    return found
+
+
+def files_of(paths: list[str]) -> set[Path]:
+    out = set()
+    for path in paths:
+        target = ROOT / path
+        out |= {target} if target.is_file() else {p for p in target.rglob("*") if p.is_file()}
+    return out
+
+
+def module_of(path: Path) -> str | None:
+    """The dotted name a Python file is imported by: src/ and the root are on the path, and
+    so is tests/ (conftest, ddp_harness)."""
+    rel = path.relative_to(ROOT)
+    if rel.suffix != ".py":
+        return None
+    parts_ = list(rel.with_suffix("").parts)
+    if parts_[0] in ("src", "tests"):
+        parts_ = parts_[1:]
+    if parts_[-1] == "__init__":
+        parts_ = parts_[:-1]
+    return ".".join(parts_) or None
+
+
+def imported(path: Path) -> set[str]:
+    """Every module a Python file imports, and its dotted names in strings (`_target_`s,
+    monkeypatch targets); `from a import b` counts as a and a.b."""
+    tree = ast.parse(path.read_text(), str(path))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names |= set(DOTTED.findall(node.value))
+    return names
+
+
+DOTTED = re.compile(r"\b(?:trainlab|hydra_plugins|benchmarks)(?:\.\w+)+")
+
+
+def references(path: Path) -> set[str]:
+    if path.suffix == ".py":
+        return imported(path)
+    return set(DOTTED.findall(path.read_text()))
+
+
+def crossings() -> set[tuple[str, str]]:
+    """(file, part) for every file outside a part that imports or names one of its modules."""
+    table = parts()
+    owned = {name: files_of(paths) for name, paths in table.items()}
+    modules = {name: {m for f in files if (m := module_of(f))} for name, files in owned.items()}
+    scanned = set()
+    for entry in SCANNED:
+        target = ROOT / entry
+        scanned |= {target} if target.is_file() else set(target.rglob("*"))
+    found = set()
+    for path in sorted(p for p in scanned if p.suffix in SUFFIXES and p.is_file()):
+        names = references(path)
+        for name, mods in modules.items():
+            if path in owned[name]:
+                continue
+            if any(n == m or n.startswith(m + ".") for n in names for m in mods):
+                found.add((path.relative_to(ROOT).as_posix(), name))
+    return found
+
+
+def test_every_part_names_paths_that_exist():
+    """All of a part's paths, or none where its line has removed it."""
+    for name, paths in parts().items():
+        missing = [path for path in paths if not (ROOT / path).exists()]
+        assert missing in ([], paths), f"docs/fork.md: part {name!r} names {missing}, not there"
+
+
+def test_no_file_outside_a_part_imports_it():
+    found = crossings()
+    new = sorted(found - IMPORTED_TODAY)
+    assert not new, "imported from outside its part (reach it through config): " + ", ".join(
+        f"{file} -> {part}" for file, part in new
+    )
+    gone = sorted(IMPORTED_TODAY - found)
+    assert not gone, f"no longer imported, drop from IMPORTED_TODAY: {gone}"
+
+
+def test_the_scan_sees_an_import_of_a_part():
+    """The check itself: a core file that imports a part's module is found."""
+    present = [(n, m) for n, paths in parts().items() for f in sorted(files_of(paths))
+               if (m := module_of(f))]  # fmt: skip
+    if not present:
+        pytest.skip("every part is removed")
+    name, module = present[0]
+    probe = ROOT / "src" / "trainlab" / "_probe_imports_a_part.py"
+    probe.write_text(f"import {module}\n")
+    try:
+        assert ("src/trainlab/_probe_imports_a_part.py", name) in crossings()
+    finally:
+        probe.unlink()
+
+
+@pytest.mark.slow
+def test_removing_every_part_leaves_a_green_fast_suite(tmp_path):
+    """In a copy of the tree (tracked and new files), every removable part's `git rm -r`
+    line, then the fast suite that remains, run by a Python that sees this one's packages
+    and the copy's src/, not this checkout's."""
+    copy = tmp_path / "fork"
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
+                            check=True, capture_output=True, text=True).stdout.split("\0")  # fmt: skip
+    for rel in filter(None, listed):
+        if (ROOT / rel).is_file():
+            (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, copy / rel)
+    git = ["git", "-c", "user.name=fork", "-c", "user.email=fork@example.org"]
+    subprocess.run([*git, "init", "--quiet"], cwd=copy, check=True)
+    subprocess.run([*git, "add", "--all"], cwd=copy, check=True)
+    blocked = {part for _, part in IMPORTED_TODAY}
+    for name, paths in parts().items():
+        if name not in blocked:
+            subprocess.run([*git, "rm", "-r", "--quiet", *paths], cwd=copy, check=True)
+    # A venv whose site-packages is this one's, read as a plain path: its .pth files (this
+    # checkout's editable install) are not run, so `trainlab` is the copy's.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(copy / ".venv")], check=True)
+    python = copy / ".venv" / "bin" / "python"
+    site = sysconfig.get_paths()["purelib"]
+    own = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    Path(own, "fork.pth").write_text(f"{copy / 'src'}\n{site}\n")
+    result = subprocess.run(
+        [python, "-m", "pytest", "-q", "-x", "-n", "2", "--dist", "loadscope",
+         "-p", "no:cacheprovider"],
+        cwd=copy, env={**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"},
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
