@@ -35,7 +35,6 @@ def test_many_loggers_offline_and_wandb_id_kept(tmp_path, monkeypatch):
     # Resumed offline: a second offline part under the same id, which `wandb sync` uploads
     # after the first into one W&B run (README: W&B offline and resume).
     train(compose_cfg(tmp_path, ["logger=many", *FAST, "resume=true", "trainer.max_epochs=2"]))
-    assert (run_dir / "pictures" / "masks.png").stat().st_size > 1000
     assert json.loads((run_dir / "metrics.json").read_text())["metrics"]["val/probe_acc"] >= 0
     assert (run_dir / "wandb_id").read_text().strip() == run_id
     parts = sorted((run_dir / "wandb").glob("offline-run-*"))

@@ -1,4 +1,5 @@
-"""A picture of I-JEPA's masks: validation images with the context and target blocks drawn over."""
+"""A picture of I-JEPA's masks: validation images with the context and target blocks drawn over.
+A part (docs/parts/mask_picture.md), reached by configs/callbacks/pictures/masks.yaml only."""
 
 import torch
 from lightning.pytorch.callbacks import Callback
