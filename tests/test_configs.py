@@ -156,7 +156,8 @@ def test_experiment_changes_to_a_group_chosen_on_the_command_line_are_named():
         CONFIGS, {"experiment": "finetune", "model": "classifier"}, ["model=classifier"]
     )
     assert "model.layer_decay=0.75" in line and "model.net.freeze_encoder=False" in line
-    assert experiment_changes(CONFIGS, {"experiment": None, "model": "vae"}, ["model=vae"]) == []
+    given = ["model=classifier"]
+    assert experiment_changes(CONFIGS, {"experiment": None, "model": "classifier"}, given) == []
     assert experiment_changes(CONFIGS, {"experiment": "ijepa_mnist"}, ["data.image_size=32"]) == []
 
 

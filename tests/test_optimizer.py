@@ -3,12 +3,12 @@
 import hydra
 import pytest
 import torch
-from conftest import compose_cfg
+from conftest import EXPERIMENTS, compose_cfg
+
+FAMILIES = ["ijepa_digits", "vicreg_digits", "digits_classifier", "vae_digits"]
 
 
-@pytest.mark.parametrize(
-    "experiment", ["ijepa_digits", "vicreg_digits", "digits_classifier", "vae_digits"]
-)
+@pytest.mark.parametrize("experiment", [e for e in FAMILIES if e in EXPERIMENTS])
 def test_every_family_steps_with_the_fused_kernel_by_default(tmp_path, experiment):
     model = hydra.utils.instantiate(compose_cfg(tmp_path, [f"experiment={experiment}"]).model)
     optimizer = model.configure_optimizers()

@@ -24,7 +24,8 @@ from conftest import (
 
 import trainlab.commands
 from trainlab.callbacks.non_finite import all_finite
-from trainlab.model.vae import VAE
+from trainlab.losses.vicreg import VICRegLoss
+from trainlab.model.vicreg import VICReg
 from trainlab.run import run_dir as rundir
 
 # 2 epochs of 6 steps; drop path, random crops and masks all draw random numbers.
@@ -153,25 +154,32 @@ def test_sigusr1_and_ctrl_c_save_last_checkpoint_and_exit(tmp_path, monkeypatch,
     assert {s: signal.getsignal(s) for s in before} == before  # handlers restored
 
 
-def poison_kl_at(monkeypatch, steps):
-    """The VAE's KL term becomes NaN at the given optimizer steps."""
-    real_terms = VAE.terms
+def poison_covariance_at(monkeypatch, steps):
+    """VICReg's covariance term, and so its loss, becomes NaN at the given optimizer steps."""
+    real_loss, real_forward = VICReg.loss, VICRegLoss.forward
 
-    def poisoned(self, x, generator=None):
-        terms = real_terms(self, x, generator)
-        if self.training and self.global_step in steps:
-            terms["kl_dims"] = terms["kl_dims"] * float("nan")
-        return terms
+    def loss(self, views, generator):
+        self.criterion.poisoned = self.training and self.global_step in steps
+        return real_loss(self, views, generator)
 
-    monkeypatch.setattr(VAE, "terms", poisoned)
+    def forward(self, z1, z2):
+        loss, terms = real_forward(self, z1, z2)
+        if getattr(self, "poisoned", False):
+            nan = float("nan")
+            return loss * nan, {**terms, "covariance": terms["covariance"] * nan}
+        return loss, terms
+
+    monkeypatch.setattr(VICReg, "loss", loss)
+    monkeypatch.setattr(VICRegLoss, "forward", forward)
 
 
-VAE_RUN = [
-    "experiment=vae_digits",
+NAN_RUN = [
+    "experiment=vicreg_digits",
     "trainer.max_epochs=3",
     "trainer.limit_train_batches=3",
     "trainer.limit_val_batches=1",
-    "model.test_importance_samples=4",
+    "data.batch_size=32",
+    "features.enabled=false",
     "trainer.log_every_n_steps=1",
     "extras.print_config=false",
 ]
@@ -184,13 +192,13 @@ def test_non_finite_loss_stops_with_one_line_and_keeps_the_last_checkpoint(
     """The guard reads its flag at the logging interval or before a checkpoint is written
     (here at epoch 1's end, log_every=50): it names the first bad step either way, and no
     checkpoint holds weights from after it."""
-    poison_kl_at(monkeypatch, range(3, 100))
-    argv = [*VAE_RUN, "run_name=nan", f"trainer.log_every_n_steps={log_every}"]
+    poison_covariance_at(monkeypatch, range(3, 100))
+    argv = [*NAN_RUN, "run_name=nan", f"trainer.log_every_n_steps={log_every}"]
     assert train_in_process(monkeypatch, tmp_path, *argv) == 1
     lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("error: ")]
     assert len(lines) == 1 and "non-finite loss at step 3" in lines[0], lines
     if log_every == 1:  # the culprit first; at 50 no train/ value was logged yet
-        assert lines[0].index("train/kl=nan") < lines[0].index("train/rec=")
+        assert lines[0].index("train/covariance=nan") < lines[0].index("train/invariance=")
     checkpoints = tmp_path / "train" / "runs" / "nan" / "checkpoints"
     assert [p.name for p in checkpoints.iterdir() if "on_exception" in p.name] == []
     state = torch.load(checkpoints / "last.ckpt", weights_only=True)
@@ -200,10 +208,11 @@ def test_non_finite_loss_stops_with_one_line_and_keeps_the_last_checkpoint(
 
 def test_non_finite_steps_can_be_skipped_and_are_counted(tmp_path, monkeypatch):
     """Step 4's loss is NaN: skipped, counted, and the weights and optimizer state after it
-    (step000005.ckpt) are those before it (step000004.ckpt), tensor for tensor."""
-    poison_kl_at(monkeypatch, {4})
+    (step000005.ckpt) are those before it (step000004.ckpt), tensor for tensor; only the
+    online monitors' bank records the step's (finite) features."""
+    poison_covariance_at(monkeypatch, {4})
     argv = [
-        *VAE_RUN,
+        *NAN_RUN,
         "run_name=skip",
         "callbacks=[default,step_checkpoints]",
         "callbacks.step_checkpoints.every_n_train_steps=1",
@@ -223,7 +232,8 @@ def test_non_finite_steps_can_be_skipped_and_are_counted(tmp_path, monkeypatch):
     )
     assert before["state_dict"].keys() == after["state_dict"].keys()
     for name, tensor in before["state_dict"].items():
-        assert torch.equal(tensor, after["state_dict"][name]), name
+        if not name.startswith("online.bank"):  # the monitors' record of the batch's features
+            assert torch.equal(tensor, after["state_dict"][name]), name
     (opt_before,), (opt_after,) = before["optimizer_states"], after["optimizer_states"]
     assert opt_before["state"].keys() == opt_after["state"].keys() and opt_before["state"]
     for key, slots in opt_before["state"].items():
