@@ -170,9 +170,9 @@ the mean training loss over the first and the last {comm.LAST} steps.
 
 {comm.table(comm_stats)}
 
-## On a GPU: benchmarks/gpu.md (`make bench-gpu`)
+## On a GPU: benchmarks/gpu.md (`scripts/gpu_check.sh`)
 
-This machine has no GPU. On one, `make bench-gpu` (benchmarks/gpu.py) runs the paper's
+This machine has no GPU. On one, `scripts/gpu_check.sh` (benchmarks/gpu.py) runs the paper's
 encoder (ViT-H/14 at 224 px, predictor 12 x 384) in bf16-mixed through `python train.py`,
 eager and with `compile=true`, on FakeData so that loading is not what is timed, and reads
 `train/samples_per_s`, `train/tokens_per_s`, `train/tflops_per_s` and `train/mfu` from the

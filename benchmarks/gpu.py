@@ -1,4 +1,4 @@
-"""`make bench-gpu` and scripts/gpu_check.sh: what needs a CUDA GPU; benchmarks/gpu.md.
+"""scripts/gpu_check.sh: what needs a CUDA GPU; benchmarks/gpu.md. A part: docs/parts/gpu_check.md.
 
 Parts (--parts picks, in order; each is written to the file as soon as it ends):
 - mfu_eager, mfu_compile: (a) MFU at ViT-H/14 in bf16 through `python train.py`, the
@@ -654,7 +654,7 @@ def main():
     args = parser.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu" and not args.quick:
-        sys.exit("error: no CUDA GPU here: run make bench-gpu on a GPU machine (or --quick)")
+        sys.exit("error: no CUDA GPU here: run scripts/gpu_check.sh on a GPU machine (or --quick)")
     steps = 20 if args.quick else args.steps
     sections = [
         f"""# GPU benchmarks
