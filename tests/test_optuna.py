@@ -180,6 +180,14 @@ def test_the_median_pruner_stops_a_clearly_worse_trial_after_its_first_epoch(
     assert reported == pytest.approx({0: value} if pruned else {e: value for e in range(4)})
 
 
+def test_optunas_private_name_is_where_it_was_checked():
+    """utils/optuna_internals.py's trial id opens the same trial by Optuna's public API."""
+    study = optuna.create_study()
+    study.ask()
+    trial = study.ask()
+    assert optuna.trial.Trial(study, trial_id(trial)).number == trial.number == 1
+
+
 def test_a_re_run_study_does_not_draw_its_first_trials_values_again(tmp_path):
     """Optuna's samplers restart their random stream in each process: a study continued by
     a new process drew trial 0's values as its trial 2 (the control below). ``reseed`` moves

@@ -16,14 +16,15 @@ optuna 4), pins optuna 2.10 and cannot prune: its trials never reach the job. Th
 - The sampler's random stream is moved on by the study's history (``reseed``): Optuna's
   samplers restart it in every process, so a re-run study drew its first trials' values
   again (trial 3 repeated trial 0 exactly).
-- Each trial's run dir is ``<sweep dir>/<trial number>``. The job gets
-  ``optuna_trial={storage, study, id}``, which train.py turns into the pruning callback
-  (trainlab.callbacks.optuna_pruning).
+- Each trial's run dir is ``<sweep dir>/<trial number>``. The job gets its pruning callback
+  as ``callbacks.trial`` (trainlab.callbacks.optuna_pruning: the study, the trial, the
+  monitor); a trial it stopped says so in its metrics.json, which ``tell`` reads.
 """
 
 from __future__ import annotations  # optuna's types in annotations, unimported
 
 import hashlib
+import json
 import logging
 import signal
 from pathlib import Path
@@ -100,6 +101,8 @@ def stopped_with_checkpoint(run_dir: Path) -> bool:
 
 
 class OptunaSweeper(Sweeper):
+    continues_its_dir = True  # the same command continues its study in its sweep dir
+
     def __init__(
         self,
         params: dict,
@@ -199,29 +202,38 @@ class OptunaSweeper(Sweeper):
                     study.tell(trial.number, state=TrialState.FAIL)
             raise
         for trial, ret in zip(trials, returns, strict=True):
-            tell(study, trial.number, ret)
+            tell(study, trial.number, ret, sweep_dir / str(trial.number))
 
     @staticmethod
     def trial_overrides(trial, storage: str, name: str, sweep_dir: Path) -> list[str]:
         values = [f"{k}={v}" for k, v in trial.params.items()]
-        where = f"{{storage:'{storage}',study:'{name}',id:{trial_id(trial)}}}"
-        return [*values, f"optuna_trial={where}", f"hydra.sweep.dir='{sweep_dir}'"]
+        pruning = (
+            "{_target_:trainlab.callbacks.optuna_pruning.OptunaPruning,"
+            f"storage:'{storage}',study:'{name}',id:{trial_id(trial)},"
+            "monitor:'${optimized_metric}'}"
+        )
+        return [*values, f"+callbacks.trial={pruning}", f"hydra.sweep.dir='{sweep_dir}'"]
 
 
-def tell(study: optuna.Study, number: int, ret: JobReturn) -> None:
-    """Completed with a number, pruned (the job raised TrialPruned), or failed."""
-    import optuna
+def tell(study: optuna.Study, number: int, ret: JobReturn, run_dir: Path) -> None:
+    """Pruned (its metrics.json says so), completed with a number, or failed."""
     from optuna.trial import TrialState
 
+    if ret.status == JobStatus.COMPLETED and pruned(run_dir):
+        study.tell(number, state=TrialState.PRUNED)
+        return
     if ret.status == JobStatus.COMPLETED and ret.return_value is not None:
         study.tell(number, float(ret.return_value))
         return
     try:
         ret.return_value  # noqa: B018 (re-raises the job's exception)
         log.warning(f"trial {number}: the job returned no optimized_metric; marked failed")
-    except optuna.TrialPruned:
-        study.tell(number, state=TrialState.PRUNED)
-        return
     except Exception as e:
         log.warning(f"trial {number} failed: {type(e).__name__}: {e}")
     study.tell(number, state=TrialState.FAIL)
+
+
+def pruned(run_dir: Path) -> bool:
+    """Whether the trial's run summary says its pruning callback stopped it."""
+    path = run_dir / "metrics.json"
+    return path.is_file() and "pruned" in json.loads(path.read_text())

@@ -1,8 +1,10 @@
 """Report ``optimized_metric`` to an Optuna trial after each validation; stop when it is pruned.
 
-The Optuna sweeper (hparams_search=optuna) gives every trial ``optuna_trial={storage, study,
-id}``. Rank 0 reports to that trial in the study's database and asks its pruner; the answer
-is broadcast, so every rank of a DDP trial stops at the same epoch.
+The Optuna sweeper (hparams_search=optuna) adds it to every trial as ``callbacks.trial``
+(docs/parts/optuna.md). Rank 0 reports to that trial in the study's database and asks the
+sweeper's pruner; the answer is broadcast, so every rank of a DDP trial stops at the same
+epoch. ``pruned_at`` tells the run that it was stopped early: its summary says so, the sweeper
+reads it from metrics.json.
 
 Written here rather than taken from optuna-integration: its callback raises ``TrialPruned``
 from inside ``fit`` on one process, which Lightning treats as a crash (no last.ckpt, no
@@ -11,6 +13,8 @@ attributes. Stopping the fit with ``trainer.should_stop`` is Lightning's own way
 ranks alike, and leaves a normal run dir behind, marked pruned by train.py.
 """
 
+import hydra
+from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch import Callback, LightningModule, Trainer
 
 from trainlab.utils.logging import get_logger
@@ -20,7 +24,7 @@ log = get_logger(__name__)
 
 class OptunaPruning(Callback):
     def __init__(self, storage: str, study: str, id: int, monitor: str, pruner=None) -> None:
-        """``pruner``: the sweeper's (Optuna keeps none in the study's database)."""
+        """``pruner``: None for the sweeper's (Optuna keeps none in the study's database)."""
         self.storage, self.study, self.trial_id, self.monitor = storage, study, id, monitor
         self.pruner = pruner
         self.trial = None  # rank 0 only: opened at fit start
@@ -30,9 +34,9 @@ class OptunaPruning(Callback):
         if trainer.is_global_zero:
             import optuna
 
-            study = optuna.load_study(
-                study_name=self.study, storage=self.storage, pruner=self.pruner
-            )
+            sweeper = HydraConfig.get().sweeper if HydraConfig.initialized() else {}
+            pruner = self.pruner or hydra.utils.instantiate(sweeper.get("pruner"))
+            study = optuna.load_study(study_name=self.study, storage=self.storage, pruner=pruner)
             self.trial = optuna.trial.Trial(study, self.trial_id)
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -49,9 +53,3 @@ class OptunaPruning(Callback):
         if trainer.strategy.broadcast(prune):
             self.pruned_at = trainer.current_epoch
             trainer.should_stop = True
-
-
-def pruned_epoch(trainer: Trainer) -> int | None:
-    """The epoch after which the trial was pruned; None when it was not (or is no trial)."""
-    pruning = next((c for c in trainer.callbacks if isinstance(c, OptunaPruning)), None)
-    return pruning.pruned_at if pruning else None

@@ -129,9 +129,6 @@ def run_task(task: Callable[[DictConfig], object], cfg: DictConfig):
     try:
         return task(cfg)
     except Exception as e:
-        optuna = sys.modules.get("optuna")  # imported by every run that can be pruned
-        if optuna is not None and isinstance(e, optuna.TrialPruned):
-            raise  # not a failure: the Optuna sweeper reads it from the job's return
         user_error = _user_error(e)
         where = _traceback_to_log_file()
         if where is None and (dirs := _dirs(cfg)) is not None:

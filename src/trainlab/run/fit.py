@@ -11,7 +11,6 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
 from trainlab.callbacks.interruption import InterruptionCheckpoint
-from trainlab.callbacks.optuna_pruning import pruned_epoch
 from trainlab.run import run_dir as rundir
 from trainlab.run.checks.placement import continue_command
 from trainlab.run.metrics_file import final_metrics
@@ -21,6 +20,13 @@ from trainlab.utils.logging import get_logger
 log = get_logger(__name__)
 #: How a run stopped by a signal exits: 128 + the signal, as a process killed by it would.
 STOP_CODES = {128 + s for s in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT)}
+
+
+def pruned_epoch(trainer: L.Trainer) -> int | None:
+    """The epoch after which a sweeper's callback stopped this trial (its ``pruned_at``: the
+    Optuna part's OptunaPruning); None when none did."""
+    stops = (getattr(c, "pruned_at", None) for c in trainer.callbacks)
+    return next((epoch for epoch in stops if epoch is not None), None)
 
 
 def stop_after_signal(trainer: L.Trainer, run_dir: Path, cfg: DictConfig) -> None:

@@ -5,7 +5,7 @@ from pathlib import Path
 import lightning as L
 from omegaconf import DictConfig
 
-from trainlab.callbacks.optuna_pruning import pruned_epoch
+from trainlab.run.fit import pruned_epoch
 from trainlab.run.metrics_file import report
 
 # RunStats' numbers in the run summary (tokens, TFLOP/s and MFU where the module counts them)
@@ -24,8 +24,8 @@ SPEED_ROWS = {
 def report_run(
     cfg: DictConfig, trainer: L.Trainer, run_dir: Path, metrics: dict, best: str, run: dict, chosen
 ) -> None:
-    """Rank 0's run summary (console table and metrics.json); a pruned trial then raises
-    optuna.TrialPruned, which the sweeper records (hydra_plugins)."""
+    """Rank 0's run summary (console table and metrics.json); a pruned trial's says after
+    which epoch, where its sweeper reads it."""
     last = run_dir / "checkpoints" / "last.ckpt"
     pruned_at = pruned_epoch(trainer)
     name = cfg.get("optimized_metric")
@@ -46,7 +46,3 @@ def report_run(
         **({"chosen": chosen} if chosen else {}),
         **({"pruned": {"epoch": pruned_at}} if pruned_at is not None else {}),
     )
-    if pruned_at is not None:
-        import optuna
-
-        raise optuna.TrialPruned(f"pruned after epoch {pruned_at}")

@@ -16,7 +16,8 @@ from trainlab.run.run_yaml import read_run_yaml
 from trainlab.utils.console import print_jobs
 
 # Overrides that name or place a run rather than describe it: never a column.
-NAMING = ("task_name", "run_name", "resume", "extras.print_config", "optuna_trial")
+# callbacks.trial: a sweeper's own callback for each trial (the Optuna part's pruning).
+NAMING = ("task_name", "run_name", "resume", "extras.print_config", "callbacks.trial")
 
 
 def read_overrides(run_dir: Path) -> dict[str, str]:

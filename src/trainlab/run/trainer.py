@@ -4,13 +4,11 @@ from pathlib import Path
 
 import hydra
 import lightning as L
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from trainlab.callbacks.comm_count import CommCounter
 from trainlab.callbacks.comm_stats import CommStatsLogger
 from trainlab.callbacks.memory_estimate import MemoryEstimate
-from trainlab.callbacks.optuna_pruning import OptunaPruning
 from trainlab.callbacks.run_stats import RunStats
 from trainlab.callbacks.seed_each_step import SeedEachStep
 from trainlab.run.instantiate import (
@@ -30,12 +28,6 @@ def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list, list
     summary_callbacks = [RunStats(cfg.get("peak_tflops")), CommCounter(), MemoryEstimate()]
     # SeedEachStep always: without it a resumed run would draw other random numbers.
     callbacks = [*instantiate_callbacks(cfg.get("callbacks")), *summary_callbacks, SeedEachStep()]
-    if cfg.get("optuna_trial"):  # a trial of hparams_search=optuna: its pruner may stop it
-        sweeper = HydraConfig.get().sweeper if HydraConfig.initialized() else {}
-        pruner = hydra.utils.instantiate(sweeper.get("pruner"))  # rank 0's; children: None
-        callbacks.append(
-            OptunaPruning(**cfg.optuna_trial, monitor=cfg.optimized_metric, pruner=pruner)
-        )
     loggers = instantiate_loggers(cfg.get("logger"), run_dir)
     set_matmul_precision(cfg.matmul_precision)
     trainer: L.Trainer = hydra.utils.instantiate(

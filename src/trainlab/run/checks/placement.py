@@ -16,13 +16,13 @@ so a refusal exits here.
 import sys
 from pathlib import Path
 
+import hydra
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict
 
 from trainlab.run.run_dir import LOCK_FILE, RESULT_FILES, RUN_MARKER, note_new_folders
 from trainlab.utils.errors import ConfigError, UserError
 
-CONTINUES_ITS_DIR = ("hydra_plugins.trainlab_optuna.",)  # the Optuna sweeper: its study dir
 FORBIDDEN_CHARACTERS = set('/\\:*?"<>|') | {chr(c) for c in range(32)}
 
 
@@ -124,12 +124,22 @@ def place_run(config: DictConfig) -> Path:
     return check_place(key, value, run_dir, config.paths.log_dir, given)
 
 
+def continues_its_dir(sweeper: str | None) -> bool:
+    """Whether a sweeper continues its own study in its sweep dir (its class says so with
+    ``continues_its_dir``, as the Optuna part's does). Hydra has imported every sweeper
+    plugin before this runs."""
+    try:
+        return bool(getattr(hydra.utils.get_class(sweeper), "continues_its_dir", False))
+    except Exception:  # noqa: BLE001  no such class: the sweeper's own start says so
+        return False
+
+
 def place_sweep(config: DictConfig) -> Path:
     """The sweep dir of a multirun (``hydra.sweep.dir``): a fit place that holds no runs yet,
     unless its sweeper continues a study there."""
     check_name("task_name", config.get("task_name"))
     sweep_dir = Path(config.hydra.sweep.dir)
-    if not str(config.hydra.sweeper.get("_target_", "")).startswith(CONTINUES_ITS_DIR):
+    if not continues_its_dir(config.hydra.sweeper.get("_target_")):
         used = [p for name in (*RESULT_FILES, LOCK_FILE) for p in sweep_dir.glob(f"*/{name}")]
         if used:
             raise ConfigError(
