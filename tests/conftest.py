@@ -4,10 +4,12 @@ import contextlib
 import csv
 import functools
 import os
+import shutil
 import socket
 import struct
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -221,3 +223,36 @@ def write_idx(path: Path, array) -> None:
         + struct.pack(f">{array.ndim}I", *array.shape)
         + array.astype(np.uint8).tobytes()
     )
+
+
+def copy_of_the_tree(dst: Path) -> Path:
+    """The project's tracked and new files (not ignored ones: no .venv, caches or logs) in
+    ``dst``, committed there as one commit, so that git commands run in the copy."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+        cwd=ROOT, check=True, capture_output=True, text=True,
+    ).stdout.split("\0")  # fmt: skip
+    for rel in filter(None, listed):
+        if (ROOT / rel).is_file():
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, dst / rel)
+    git = ["git", "-c", "user.name=fork", "-c", "user.email=fork@example.org"]
+    subprocess.run([*git, "init", "--quiet"], cwd=dst, check=True)
+    subprocess.run([*git, "add", "--all"], cwd=dst, check=True)
+    subprocess.run([*git, "commit", "--quiet", "-m", "the tree"], cwd=dst, check=True)
+    return dst
+
+
+def python_of_the_copy(copy: Path) -> Path:
+    """A Python that imports the copy's src/ and this environment's packages, and not this
+    checkout's: a venv whose one .pth names both as plain paths, so this environment's own
+    .pth files (its editable install of the checkout) are not run."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(copy / ".venv")], check=True)
+    python = copy / ".venv" / "bin" / "python"
+    own = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    site = sysconfig.get_paths()["purelib"]
+    Path(own, "copy.pth").write_text(f"{copy / 'src'}\n{site}\n")
+    return python

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, copy_of_the_tree, python_of_the_copy
 
 FORK = ROOT / "tests" / "fixtures" / "fork_byol"
 COPIED = ["src", "configs", "tests", "train.py", "eval.py", "pyproject.toml"]
@@ -58,3 +58,31 @@ def test_a_forked_method_passes_the_method_kit_with_no_other_edit(tmp_path):
         )  # fmt: skip
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
         assert re.search(r"\b[1-9]\d* passed", done.stdout) and "failed" not in done.stdout
+
+
+@pytest.mark.slow  # a 2-job sweep and a run in the renamed copy: about a minute
+def test_the_rename_one_liner_leaves_a_project_that_sweeps(tmp_path):
+    """docs/fork.md's rename in a copy: no file names trainlab after it, the package and
+    both Hydra plugins answer to the new name, and a sweep (the checked sweeper) runs."""
+    (line,) = re.findall(r"^NEW=.*$", (ROOT / "docs" / "fork.md").read_text(), re.M)
+    fork = copy_of_the_tree(tmp_path / "fork")
+    subprocess.run(["bash", "-c", line], cwd=fork, check=True)
+    left = subprocess.run(["git", "grep", "-lI", "trainlab"], cwd=fork, capture_output=True,
+                          text=True).stdout  # fmt: skip
+    assert left == "", left
+    assert sorted(p.name for p in (fork / "src" / "hydra_plugins").iterdir()) == [
+        "mylab_checked", "mylab_optuna"
+    ]  # fmt: skip
+    python = python_of_the_copy(fork)
+    where = (
+        "import importlib.util as u; print(u.find_spec('mylab').origin, u.find_spec('trainlab'))"
+    )
+    found = subprocess.run([python, "-c", where], capture_output=True, text=True, check=True)
+    assert found.stdout.split() == [str(fork / "src" / "mylab" / "__init__.py"), "None"]
+    sweep = [str(python), "train.py", "-m", "seed=1,2", "experiment=digits_classifier",
+             "trainer.max_epochs=1", "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
+             "test=false", f"paths.log_dir={tmp_path / 'logs'}"]  # fmt: skip
+    env = {**os.environ, "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(sweep, cwd=fork, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert len(list((tmp_path / "logs").rglob("metrics.json"))) == 2

@@ -8,14 +8,11 @@ of the project, and runs the fast suite that remains there."""
 import ast
 import os
 import re
-import shutil
 import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, copy_of_the_tree, python_of_the_copy
 
 FORK = ROOT / "docs" / "fork.md"
 ROW = re.compile(r"^\| (?P<name>[^|]+?) \|.*`git rm -r (?P<paths>[^`]+)`", re.M)
@@ -134,34 +131,15 @@ def test_the_scan_sees_an_import_of_a_part():
 
 @pytest.mark.slow
 def test_removing_every_part_leaves_a_green_fast_suite(tmp_path):
-    """In a copy of the tree (tracked and new files), every removable part's `git rm -r`
-    line, then the fast suite that remains, run by a Python that sees this one's packages
-    and the copy's src/, not this checkout's."""
-    copy = tmp_path / "fork"
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
-                            check=True, capture_output=True, text=True).stdout.split("\0")  # fmt: skip
-    for rel in filter(None, listed):
-        if (ROOT / rel).is_file():
-            (copy / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, copy / rel)
-    git = ["git", "-c", "user.name=fork", "-c", "user.email=fork@example.org"]
-    subprocess.run([*git, "init", "--quiet"], cwd=copy, check=True)
-    subprocess.run([*git, "add", "--all"], cwd=copy, check=True)
-    subprocess.run([*git, "commit", "--quiet", "-m", "the tree"], cwd=copy, check=True)
+    """In a copy of the tree, every removable part's `git rm -r` line, then the fast suite
+    that remains, run by a Python that imports the copy's src/, not this checkout's."""
+    copy = copy_of_the_tree(tmp_path / "fork")
     blocked = {part for _, part in IMPORTED_TODAY}
     for name, paths in parts().items():
         if name not in blocked:
-            subprocess.run([*git, "rm", "-r", "--quiet", *paths], cwd=copy, check=True)
-    # A venv whose site-packages is this one's, read as a plain path: its .pth files (this
-    # checkout's editable install) are not run, so `trainlab` is the copy's.
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(copy / ".venv")], check=True)
-    python = copy / ".venv" / "bin" / "python"
-    site = sysconfig.get_paths()["purelib"]
-    own = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
-    Path(own, "fork.pth").write_text(f"{copy / 'src'}\n{site}\n")
+            subprocess.run(["git", "rm", "-r", "--quiet", *paths], cwd=copy, check=True)
     result = subprocess.run(
-        [python, "-m", "pytest", "-q", "-x", "-n", "2", "--dist", "loadscope",
+        [python_of_the_copy(copy), "-m", "pytest", "-q", "-x", "-n", "2", "--dist", "loadscope",
          "-p", "no:cacheprovider"],
         cwd=copy, env={**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"},
         capture_output=True, text=True,
