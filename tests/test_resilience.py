@@ -138,6 +138,30 @@ def test_stop_signals_to_the_whole_process_group_save_and_the_resume_is_exact(
     assert losses_by_step(run_dir) == expected
 
 
+@pytest.mark.slow  # three train.py runs, 25 s: make test-slow, which CI runs
+def test_a_resume_from_an_epoch_end_checkpoint_with_loader_workers_is_exact(tmp_path, monkeypatch):
+    """2 data workers, SIGKILL to the whole group after step 8 (epoch 1, 6 steps an epoch):
+    last.ckpt is epoch 0's end. Resumed, epoch 1 is epoch 1's batches, not epoch 0's again:
+    the workers fetch ahead before Lightning sets the sampler's epoch, so the loader is built
+    with the epoch whose batches come next. Every step's loss equals the uninterrupted run's."""
+    job = [*SHORT, "trainer.max_epochs=3", "data.num_workers=2", "test=false"]
+    assert train_in_process(monkeypatch, tmp_path, *job, "run_name=straight") == 0
+    cut = [*job, "run_name=cut"]
+    killed = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *cut, *stop_at(8, "SIGKILL", group=True),
+         f"paths.log_dir={tmp_path}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "tests")}, start_new_session=True,
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    run_dir = tmp_path / "train" / "runs" / "cut"
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 6
+    assert train_in_process(monkeypatch, tmp_path, *cut, "resume=true") == 0
+    expected = losses_by_step(tmp_path / "train" / "runs" / "straight")
+    assert sorted(expected) == list(range(18))
+    assert losses_by_step(run_dir) == expected
+
+
 @pytest.mark.parametrize("name", ["SIGUSR1", "SIGINT"])
 def test_sigusr1_and_ctrl_c_save_last_checkpoint_and_exit(tmp_path, monkeypatch, capfd, name):
     """SIGUSR1 or Ctrl-C (SIGINT) after step 2: the run stops after the next step, saves

@@ -240,9 +240,12 @@ class ImageDataModule(L.LightningDataModule):
                     f"data.batch_size={self.batch_size}: no full batch, so no training step "
                     "would run; lower data.batch_size or raise data.train_fraction"
                 )
-            # After a mid-epoch resume Lightning creates the iterator (and the stateful loader
-            # fast-forwards it) before it sets the epoch: set it here, or epoch 0's order is used.
-            sampler.set_epoch(self.trainer.current_epoch if self.trainer else 0)
+            # After a resume Lightning creates the iterator (and the stateful loader, with
+            # workers, fetches ahead) before it sets the epoch: set it here, to the epoch whose
+            # batches come next, as Lightning will (an epoch-end checkpoint's next epoch).
+            sampler.set_epoch(
+                self.trainer.fit_loop.epoch_progress.current.processed if self.trainer else 0
+            )
             return StatefulDataLoader(
                 dataset,
                 batch_size=self.batch_size,
