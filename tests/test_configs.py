@@ -254,6 +254,36 @@ def test_a_forged_cache_entry_runs_no_code_and_names_no_monitor_of_its_own(tmp_p
         signatures.signatures.cache_clear()
 
 
+TARGET = "trainlab.model.vicreg.VICReg"
+# Damage to the cache, given the true entry of VICReg: JSON text for the whole file.
+DAMAGE = {
+    "files-a-string": lambda e: json.dumps({TARGET: {**e, "files": "model/vicreg.py"}}),
+    "arguments-not-text": lambda e: json.dumps({TARGET: {**e, "arguments": {"x": 1}}}),
+    "entry-a-list": lambda e: json.dumps({TARGET: [e]}),
+    "file-a-list": lambda e: json.dumps([e]),
+    "nested-200000": lambda e: "[" * 200_000 + "]" * 200_000,  # deeper than Python recurses
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_damaged_cache_is_read_as_none_and_written_anew(tmp_path, monkeypatch, damage):
+    """Any damage to the cache costs the light check its entries, never a command: the
+    entries read as missing, and remember writes the file whole again."""
+    from trainlab.utils import signatures
+
+    monkeypatch.setattr(signatures, "FILE", tmp_path / "signatures.json")
+    signatures.FILE.write_text(DAMAGE[damage](signatures.describe(TARGET)))
+    signatures.signatures.cache_clear()
+    try:
+        assert signatures.known(TARGET) is None and signatures.annotations(TARGET) is None
+        signatures.remember([TARGET])
+        signatures.signatures.cache_clear()
+        assert signatures.known(TARGET) == signatures.describe(TARGET)
+        assert list(json.loads(signatures.FILE.read_text())) == [TARGET]
+    finally:
+        signatures.signatures.cache_clear()
+
+
 def test_every_cached_text_reads_back_as_its_annotation():
     """The reader of cached text gives what the annotations are, for every target configs/
     names (it replaces eval: the same result on every form as_text writes)."""

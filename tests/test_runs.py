@@ -2,6 +2,7 @@
 
 import csv
 import json
+import os
 
 import pytest
 
@@ -74,6 +75,21 @@ def test_the_csv_is_never_written_into_a_run_or_over_a_file_without_force(runs, 
     with pytest.raises(SystemExit) as stop:  # a file where a folder should be
         main([str(runs), "--csv", str(mine / "t.csv")])
     assert stop.value.code == 2 and "cannot write" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(60)  # opening a FIFO to write blocks until a reader comes: a hang
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_the_csv_onto_a_fifo_or_a_folder_is_one_line_with_or_without_force(
+    runs, tmp_path, capsys, force
+):
+    fifo = tmp_path / "table.csv"
+    os.mkfifo(fifo)
+    for path, says in [(fifo, "not a regular file"), (tmp_path, "is a directory")]:
+        with pytest.raises(SystemExit) as stop:
+            main([str(runs), "--csv", str(path), *force])
+        err = capsys.readouterr().err.strip()
+        assert stop.value.code == 2 and says in err and len(err.splitlines()) == 1, err
+        assert "--force" not in err  # --force would not help
 
 
 def test_status_overrides_and_checkpoint_of_each_run(runs, tmp_path):

@@ -79,12 +79,18 @@ def owning_run(path: Path, own: Path | None = None) -> Path | None:
 
 def check_output(out: Path, force: bool) -> None:
     """A tool's output file (an export, a table): never inside a run dir (only its run
-    writes there), never over an existing file unless ``force`` (--force)."""
+    writes there), never onto anything but a regular file (a FIFO would block the writer),
+    never over an existing file unless ``force`` (--force)."""
     if (run := owning_run(out)) is not None:
         raise UserError(f"{out} is inside the run dir {run}: write it outside run dirs")
-    if out.is_dir() or (out.exists() and not force):
-        what = "is a directory" if out.is_dir() else "exists"
-        raise UserError(f"{out} {what}: choose another path, or pass --force to replace a file")
+    if out.is_dir():
+        raise UserError(f"{out} is a directory: choose a file's path")
+    if out.exists() and not out.is_file():
+        raise UserError(
+            f"{out} is not a regular file (a FIFO, socket or device): choose another path"
+        )
+    if out.exists() and not force:
+        raise UserError(f"{out} exists: choose another path, or pass --force to replace it")
 
 
 def refuse_writes_into_other_runs(cfg: DictConfig) -> None:

@@ -181,10 +181,27 @@ def generate(targets: Iterable[str] | None = None) -> dict[str, Any]:
 
 @functools.cache
 def signatures() -> dict[str, Any]:
+    """The cache's entries of the shape ``describe`` writes; none where the file is missing,
+    cut short or not JSON, and none of an entry of another shape: ``remember`` then writes
+    the file anew, so a damaged cache costs the light check, never a command."""
     try:
-        return json.loads(FILE.read_text())
-    except (OSError, ValueError):  # none yet, or a write cut short
+        read = json.loads(FILE.read_text())
+    except (OSError, ValueError, RecursionError):  # none yet, a write cut short, a bomb
         return {}
+    if not isinstance(read, dict):
+        return {}
+    return {target: entry for target, entry in read.items() if well_formed(entry)}
+
+
+def well_formed(entry: Any) -> bool:
+    """An entry as ``describe`` writes it: its arguments' texts, its files' times."""
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("arguments"), dict)
+        and all(isinstance(t, str) for t in entry["arguments"].values())
+        and isinstance(entry.get("files", {}), dict)
+        and all(isinstance(t, int) for t in entry.get("files", {}).values())
+    )
 
 
 def current(entry: dict[str, Any]) -> bool:
