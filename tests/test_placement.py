@@ -141,6 +141,39 @@ def test_a_resume_from_an_unreadable_checkpoint_is_one_line_and_changes_nothing(
     assert tree(run) == before  # no resumes.txt, no start in meta.json, no train.log line
 
 
+@pytest.mark.slow  # two runs and three refused starts in subprocesses: make test-slow
+def test_a_resume_from_weights_of_another_model_is_one_line_and_changes_nothing(tmp_path):
+    """resume_from a classifier's checkpoint into I-JEPA, and resume=true over a last.ckpt
+    replaced by it: each one line naming the key, exit 2, before any file of the run changes
+    (Lightning's strict load failed later, after the CSV was cut back and meta.json had a
+    new start)."""
+    logs = tmp_path / "logs"
+    classifier = ["experiment=digits_classifier", *(o for o in JOB if "encoder" not in o)]
+    for name, job in (("foreign", classifier), ("r", JOB)):
+        done = run_cli("train.py", *job, f"paths.log_dir={logs}", f"run_name={name}", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+    foreign = logs / "train" / "runs" / "foreign" / "checkpoints" / "last.ckpt"
+    run = logs / "train" / "runs" / "r"
+    (run / "metrics.json").unlink()  # a run stopped before its end
+    own = (run / "checkpoints" / "last.ckpt").read_bytes()
+    cases = [
+        (["run_name=new", f"resume_from={foreign}"], f"resume_from={foreign}", "unexpected"),
+        (["run_name=r", "resume=true"], "resume=true", "unexpected"),  # last.ckpt replaced
+    ]
+    for i, (args, key, says) in enumerate(cases):
+        if i == 1:
+            (run / "checkpoints" / "last.ckpt").write_bytes(foreign.read_bytes())
+        before = tree(run)
+        done = run_cli("train.py", *JOB, f"paths.log_dir={logs}", *args, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr[-2000:]
+        errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and key in errors[0] and says in errors[0], errors
+        assert "do not fit this model" in errors[0] and "Traceback" not in done.stderr
+        assert tree(run) == before
+    assert not (logs / "train" / "runs" / "new").exists()
+    assert own != foreign.read_bytes()
+
+
 def test_every_resolver_configs_use_may_be_read_from_disk():
     """A run dir's config.yaml holds configs/' own interpolations: each must pass the judge."""
     from trainlab.run.checks.allowed_targets import DISK_RESOLVERS, resolvers_in

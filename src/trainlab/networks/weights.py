@@ -86,6 +86,34 @@ def check_readable(path: str | Path) -> dict:
         raise UserError(f"cannot read checkpoint {path}: {why_unreadable(e)}") from None
 
 
+def check_fits(path: str | Path, key: str, model: torch.nn.Module) -> None:
+    """Refuse a checkpoint whose weights do not fit ``model`` (another method, another
+    shape) before a run loads it: Lightning's strict load fails only after the run dir has
+    changed. Read memory-mapped: only the shapes are looked at."""
+    saved = check_readable(path).get("state_dict")
+    if not isinstance(saved, dict):
+        raise UserError(f"{key}: {path} holds no state_dict: give a checkpoint of a trainlab run")
+    own = model.state_dict()
+    missing = [k for k in own if k not in saved]
+    unexpected = [k for k in saved if k not in own]
+    shaped = [k for k in own if k in saved and tuple(own[k].shape) != tuple(saved[k].shape)]
+    if not (missing or unexpected or shaped):
+        return
+    found = [
+        f"{len(keys)} {what}, e.g. {keys[0]}"
+        for keys, what in (
+            (missing, "missing"),
+            (unexpected, "unexpected"),
+            (shaped, "of another shape"),
+        )
+        if keys
+    ]
+    raise UserError(
+        f"{key}: the weights in {path} do not fit this model ({'; '.join(found)}): resume "
+        "with the config the checkpoint was saved with"
+    )
+
+
 def why_unreadable(error: Exception) -> str:
     """What a failed ``torch.load(weights_only=True)`` means, in words a user can act on.
 

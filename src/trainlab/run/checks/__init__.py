@@ -91,6 +91,7 @@ def check(cfg: DictConfig) -> Accepted:
     # model is built with.
     batch, settled = batch_for_world(cfg, dry_trainer(cfg), datamodule)
     model = build_model(settled)
+    check_resumed_weights_fit(cfg, model)
     check_batch_statistics(settled, model, batch["world_size"])
     # Will it fit the device? Before the run dir: a run that fits no way stops here. The
     # model stays: the global batch, and so the learning rates, are the same.
@@ -128,6 +129,18 @@ def check_checkpoints(cfg: DictConfig) -> None:
     if cfg.get("resume") and rundir.is_global_zero():
         if (last := rundir.resume_checkpoint(Path(cfg.paths.output_dir))) is not None:
             check_readable(last)
+
+
+def check_resumed_weights_fit(cfg: DictConfig, model) -> None:
+    """The checkpoint a run resumes from (resume_from, or resume=true's newest) holds weights
+    of this model's names and shapes, before anything is written."""
+    from trainlab.networks.weights import check_fits  # torch
+
+    if cfg.get("resume_from"):
+        check_fits(cfg.resume_from, f"resume_from={cfg.resume_from}", model)
+    elif cfg.get("resume") and rundir.is_global_zero():
+        if (last := rundir.resume_checkpoint(Path(cfg.paths.output_dir))) is not None:
+            check_fits(last, "resume=true", model)
 
 
 def warn_resume_changes(cfg: DictConfig) -> None:
