@@ -1,6 +1,9 @@
 """Where a run lives (run/checks/placement.py), how a sweep checks its jobs, and what a refused
 resume leaves: each refusal one line, exit 2, nothing written anywhere."""
 
+import os
+from pathlib import Path
+
 import pytest
 from conftest import ROOT, run_cli, run_in_process
 
@@ -172,6 +175,37 @@ def test_a_resume_from_weights_of_another_model_is_one_line_and_changes_nothing(
         assert tree(run) == before
     assert not (logs / "train" / "runs" / "new").exists()
     assert own != foreign.read_bytes()
+
+
+@pytest.mark.slow  # a run, then refused resumes in subprocesses: make test-slow
+def test_a_resume_without_the_runs_config_is_one_line_and_changes_nothing(tmp_path):
+    """resume=true compares the command line with the run's config.yaml and keeps it: with
+    the file missing or a FIFO, one line, exit 2, nothing of the run changed (a new
+    config.yaml was written, or the check was skipped)."""
+    logs = tmp_path / "logs"
+    done = run_cli("train.py", *JOB, f"paths.log_dir={logs}", "run_name=r", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = logs / "train" / "runs" / "r"
+    (run / "metrics.json").unlink()  # a run stopped before its end
+    saved = run / "config.yaml"
+    for damage, says in ((Path.unlink, "does not exist"), (os.mkfifo, "is a FIFO")):
+        saved.unlink(missing_ok=True)
+        if damage is os.mkfifo:
+            os.mkfifo(saved)
+        before = tree_without_fifos(run)
+        done = run_cli("train.py", *JOB, f"paths.log_dir={logs}", "run_name=r", "resume=true",
+                       "seed=7", cwd=tmp_path)  # fmt: skip
+        assert done.returncode == 2, done.stderr[-2000:]
+        errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and f"resume=true: {saved} {says}" in errors[0], errors
+        assert "resume_from=" in errors[0] and tree_without_fifos(run) == before
+
+
+def tree_without_fifos(folder):
+    """tree(), where a FIFO (which reading would block on) counts as present, unread."""
+    return {
+        str(p): (p.read_bytes() if p.is_file() else p.is_fifo()) for p in sorted(folder.rglob("*"))
+    }
 
 
 def test_every_resolver_configs_use_may_be_read_from_disk():

@@ -245,6 +245,24 @@ def test_a_writer_pointed_into_a_finished_run_is_refused(finished_run, tmp_path,
     assert not (tmp_path / "train" / "runs" / "other").exists()
 
 
+@pytest.mark.slow  # a refused start in a subprocess: make test-slow
+def test_a_data_root_linked_into_a_finished_run_is_refused_when_it_would_download(
+    finished_run, tmp_path
+):
+    """data=fashion_mnist downloads into data.root when the set is missing: a data.root
+    that resolves (through a link) into a finished run is one line, before any fetch."""
+    link = tmp_path / "link"
+    link.symlink_to(finished_run)
+    before = snapshot(finished_run)
+    done = run_cli("train.py", *JOB[:-1], "run_name=other", f"paths.log_dir={tmp_path}",
+                   "data=fashion_mnist", f"data.root={link}")  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == [errors[0]] and f"data.root={link} is inside the run dir" in errors[0]
+    assert snapshot(finished_run) == before
+    assert not (tmp_path / "train" / "runs" / "other").exists()
+
+
 @pytest.mark.slow  # subprocesses: make test-slow
 def test_export_never_writes_into_a_run_dir_or_over_a_file_without_force(finished_run, tmp_path):
     ckpt = finished_run / "checkpoints" / "last.ckpt"

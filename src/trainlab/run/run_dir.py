@@ -21,6 +21,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from trainlab.utils.errors import UserError
+from trainlab.utils.files import not_a_file
 
 RESULT_FILES = ("metrics.json", "checkpoints")
 RUN_MARKER = "meta.json"  # every run writes it at start: a folder holding it is a run dir
@@ -63,6 +64,14 @@ def guard(run_dir: Path, resume: bool = False) -> None:
             f"overwrite: to train it further, start a new run from its last checkpoint with "
             f"resume_from={run_dir / 'checkpoints' / 'last.ckpt'} run_name=<a new name>"
         )
+    saved = run_dir / "config.yaml"
+    if resume and (last := resume_checkpoint(run_dir)) and (what := not_a_file(saved)):
+        # the run's own config is what a resume is checked against, and what it keeps
+        raise UserError(
+            f"resume=true: {saved} {what}, so the run's config cannot be checked: put the "
+            f"run's config.yaml back, or start a new run from its checkpoint with "
+            f"resume_from={last} run_name=<a new name>"
+        )
 
 
 def owning_run(path: Path, own: Path | None = None) -> Path | None:
@@ -95,8 +104,8 @@ def check_output(out: Path, force: bool) -> None:
 
 def refuse_writes_into_other_runs(cfg: DictConfig) -> None:
     """One writer per run dir, whatever path a config gives a writer: a callback's
-    ``dirpath`` or a logger's ``save_dir`` inside another run's dir (live or finished) is
-    refused before anything is written."""
+    ``dirpath``, a logger's ``save_dir`` or a downloading data set's ``root`` inside another
+    run's dir (live or finished, links followed) is refused before anything is written."""
     own = Path(cfg.paths.output_dir)
     writers = [
         (f"callbacks.{k}.dirpath", c.get("dirpath"))
@@ -108,6 +117,9 @@ def refuse_writes_into_other_runs(cfg: DictConfig) -> None:
         for k, c in (cfg.get("logger") or {}).items()
         if c
     ]
+    data = cfg.get("data") or {}
+    if data.get("download"):  # a missing data set is fetched into data.root
+        writers.append(("data.root", data.get("root")))
     for key, value in writers:
         if value and (other := owning_run(Path(value), own)) is not None:
             raise UserError(
