@@ -86,32 +86,21 @@ def check_readable(path: str | Path) -> dict:
         raise UserError(f"cannot read checkpoint {path}: {why_unreadable(e)}") from None
 
 
-def check_fits(path: str | Path, key: str, model: torch.nn.Module) -> None:
-    """Refuse a checkpoint whose weights do not fit ``model`` (another method, another
-    shape) before a run loads it: Lightning's strict load fails only after the run dir has
-    changed. Read memory-mapped: only the shapes are looked at."""
-    saved = check_readable(path).get("state_dict")
-    if not isinstance(saved, dict):
-        raise UserError(f"{key}: {path} holds no state_dict: give a checkpoint of a trainlab run")
-    own = model.state_dict()
-    missing = [k for k in own if k not in saved]
-    unexpected = [k for k in saved if k not in own]
-    shaped = [k for k in own if k in saved and tuple(own[k].shape) != tuple(saved[k].shape)]
-    if not (missing or unexpected or shaped):
-        return
-    found = [
-        f"{len(keys)} {what}, e.g. {keys[0]}"
-        for keys, what in (
-            (missing, "missing"),
-            (unexpected, "unexpected"),
-            (shaped, "of another shape"),
+def check_fits(what: str, checkpoint: dict, model: torch.nn.Module) -> None:
+    """Refuse a checkpoint (as ``check_readable`` read it) whose weights do not fit ``model``
+    (another method, another shape) before a run loads it: Lightning's strict load fails
+    only after the run dir has changed. Only names and shapes are read, not the tensors."""
+    own, theirs = model.state_dict(), checkpoint.get("state_dict") or {}
+    problems = {
+        "missing": [k for k in own if k not in theirs],
+        "unexpected": [k for k in theirs if k not in own],
+        "of another shape": [k for k in own if k in theirs and own[k].shape != theirs[k].shape],
+    }
+    if found := [f"{len(ks)} {name}, e.g. {ks[0]}" for name, ks in problems.items() if ks]:
+        raise UserError(
+            f"{what} do not fit this model ({'; '.join(found)}): resume with the config the "
+            "checkpoint was saved with"
         )
-        if keys
-    ]
-    raise UserError(
-        f"{key}: the weights in {path} do not fit this model ({'; '.join(found)}): resume "
-        "with the config the checkpoint was saved with"
-    )
 
 
 def why_unreadable(error: Exception) -> str:

@@ -66,6 +66,7 @@ def check(cfg: DictConfig) -> Accepted:
     builds the datamodule, a Trainer it drops (for the world size) and the model; rank 0 also
     puts one real batch through the model (preflight), child ranks run rank 0's checked
     config. ``cfg`` is not changed."""
+    from trainlab.networks.weights import check_fits
     from trainlab.run.batch import batch_for_world  # torch and Lightning
     from trainlab.run.checks.preflight import (
         build_model,
@@ -80,7 +81,7 @@ def check(cfg: DictConfig) -> Accepted:
     check_config(cfg, rundir.command_line_overrides())  # every value and type, imported
     if rundir.is_global_zero():
         rundir.guard(Path(cfg.paths.output_dir), resume=cfg.get("resume", False))
-    check_checkpoints(cfg)
+    resumed = check_checkpoints(cfg)
     rundir.refuse_writes_into_other_runs(cfg)
     refuse_multirun_under_torchrun()
     warn_resume_changes(cfg)
@@ -91,7 +92,8 @@ def check(cfg: DictConfig) -> Accepted:
     # model is built with.
     batch, settled = batch_for_world(cfg, dry_trainer(cfg), datamodule)
     model = build_model(settled)
-    check_resumed_weights_fit(cfg, model)
+    if resumed:
+        check_fits(*resumed, model)
     check_batch_statistics(settled, model, batch["world_size"])
     # Will it fit the device? Before the run dir: a run that fits no way stops here. The
     # model stays: the global batch, and so the learning rates, are the same.
@@ -116,31 +118,24 @@ def refuse_multirun_under_torchrun() -> None:
         )
 
 
-def check_checkpoints(cfg: DictConfig) -> None:
+def check_checkpoints(cfg: DictConfig) -> tuple[str, dict] | None:
     """The weights files the config names (model.init_from, model.net.init_from, resume_from)
     and the one resume=true continues from readable with weights_only loading, before
-    anything is written."""
+    anything is written. Returns the one the run resumes from, as read (memory-mapped), with
+    words naming it, for the check against the built model (run/fit.py's choice: resume=true's
+    newest checkpoint, else resume_from)."""
     from trainlab.networks.weights import check_readable  # torch
 
+    resumed = None
     for key in ("model.init_from", "model.net.init_from", "resume_from"):
-        path = OmegaConf.select(cfg, key)
-        if path:
-            check_readable(path)
+        if path := OmegaConf.select(cfg, key):
+            read = check_readable(path)
+            if key == "resume_from":
+                resumed = (f"resume_from={path}: its weights", read)
     if cfg.get("resume") and rundir.is_global_zero():
         if (last := rundir.resume_checkpoint(Path(cfg.paths.output_dir))) is not None:
-            check_readable(last)
-
-
-def check_resumed_weights_fit(cfg: DictConfig, model) -> None:
-    """The checkpoint a run resumes from (resume_from, or resume=true's newest) holds weights
-    of this model's names and shapes, before anything is written."""
-    from trainlab.networks.weights import check_fits  # torch
-
-    if cfg.get("resume_from"):
-        check_fits(cfg.resume_from, f"resume_from={cfg.resume_from}", model)
-    elif cfg.get("resume") and rundir.is_global_zero():
-        if (last := rundir.resume_checkpoint(Path(cfg.paths.output_dir))) is not None:
-            check_fits(last, "resume=true", model)
+            resumed = (f"resume=true: the weights in {last}", check_readable(last))
+    return resumed
 
 
 def warn_resume_changes(cfg: DictConfig) -> None:
