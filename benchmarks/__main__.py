@@ -22,7 +22,6 @@ from benchmarks import (
     startup,
     step,
     step_profile,
-    stream,
 )
 from trainlab.utils.machine import machine
 
@@ -57,7 +56,6 @@ def main():
     startup_times = startup.bench()
     refusal_rows, torch_import_s = refusals.bench(), refusals.import_seconds()
     memory_use = memory.bench(make_ijepa, images)
-    stream_rates = stream.bench()
     collation_rates = collation.bench()
     loader_rates = loader.bench()
     optimizer_times = optimizer.bench()
@@ -138,15 +136,9 @@ Same model and batch, one training step on {memory_use["device"]}: {memory_use["
 | `model.encoder.grad_checkpointing=true` | {memory_use["checkpointed_mib"]:.0f} |
 | **checkpointed / plain** | **{memory_use["ratio"]:.2f}** |
 
-## Data loading: image folder vs shards vs S3 (benchmarks/stream.py)
-
-Images/s delivered to the training loop by trainlab's data modules.
-
-{stream.table(stream_rates)}
-
 ## Collation: uint8 training batches vs float32, at ViT-Small/224 (benchmarks/collation.py)
 
-{collation_rates["images"]} JPEGs (as above) through data=imagefolder's training loader, 224 px random-resized
+{collation_rates["images"]} JPEGs (benchmarks/jpeg_folder.py: 320-480 px, about 75 KB each) through data=imagefolder's training loader, 224 px random-resized
 crops, batch {collation_rates["batch"]}, {collation_rates["workers"]} workers, one epoch per measurement, normalisation included
 (in the workers for float32; after the batch leaves the loader for uint8, where Lightning's
 `on_after_batch_transfer` does it in a run). Then trainlab's eager I-JEPA step at

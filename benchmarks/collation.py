@@ -1,7 +1,7 @@
 """Training batches as uint8 from the loader workers vs float32, at ViT-Small/224, and the
 I-JEPA step they feed.
 
-The image folder of benchmarks/stream.py (JPEGs, ImageNet-like sizes) through
+The image folder of benchmarks/jpeg_folder.py (JPEGs, ImageNet-like sizes) through
 data=imagefolder's training loader (224 px random-resized crops), with
 ``uint8_batches`` on (normalised after the transfer, as Lightning's
 ``on_after_batch_transfer`` does in a run) and off (normalised in the workers, float32
@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import step
-from benchmarks.stream import COMMON, make_folder
+from benchmarks.jpeg_folder import COMMON, make_folder
 from trainlab.data.imagefolder import ImageFolderDataModule
 
 

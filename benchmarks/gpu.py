@@ -253,7 +253,7 @@ def jpeg_folder_run(quick: bool, peak_tflops: float | None, steps: int) -> str:
     data=synthetic run of mfu_compile."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from benchmarks.stream import make_folder
+    from benchmarks.jpeg_folder import make_folder
 
     root = ROOT / "logs" / "bench_gpu" / "jpegs"
     shutil.rmtree(root, ignore_errors=True)

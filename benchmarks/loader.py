@@ -3,7 +3,7 @@ loader workers a GPU needs at a given step rate.
 
 - data=synthetic: uint8 images already at size, no PIL (data/synthetic.py);
 - data=fake: torchvision's FakeData, a PIL image drawn per sample, then cropped;
-- an ImageNet-like JPEG folder (benchmarks/stream.py's images) through data=imagefolder:
+- an ImageNet-like JPEG folder (benchmarks/jpeg_folder.py) through data=imagefolder:
   decode, 0.3-1.0 random-resized crop to 224, uint8.
 
 Each loader runs its batches once, after one batch of warm-up (worker start-up); the batches
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.stream import COMMON, make_folder
+from benchmarks.jpeg_folder import COMMON, make_folder
 from trainlab.data.fake import FakeDataModule
 from trainlab.data.imagefolder import ImageFolderDataModule
 from trainlab.data.synthetic import SyntheticDataModule

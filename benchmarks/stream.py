@@ -6,11 +6,13 @@ same decode, the same transforms (224 px random-resized crop, as for ImageNet), 
 batch size and the same number of loader workers; one epoch per measurement, loader
 start-up included. S3 is measured with an empty cache (every chunk downloaded) and in a
 second epoch that reads the cache. Sources take turns in every repeat; medians.
+Written to benchmarks/stream.md (the streaming part's results, docs/parts/stream.md):
 
     python -m benchmarks.stream [--images 2000] [--repeats 3] [--workers 2]
 """
 
 import argparse
+import datetime
 import json
 import os
 import statistics
@@ -21,53 +23,12 @@ import time
 from pathlib import Path
 from unittest import mock
 
-import numpy as np
-from PIL import Image
-
+from benchmarks.jpeg_folder import BATCH, COMMON, make_folder
 from trainlab.data.loopback_s3 import loopback_s3
+from trainlab.utils.machine import machine
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
-CLASSES = 10
-BATCH = 64
-# What both data modules get: ImageNet-sized crops and statistics.
-COMMON = dict(
-    image_size=224,
-    in_chans=3,
-    num_classes=CLASSES,
-    mean=(0.485, 0.456, 0.406),
-    std=(0.229, 0.224, 0.225),
-    batch_size=BATCH,
-    crop_scale=(0.3, 1.0),
-)
-
-
-def make_folder(
-    root: Path,
-    images: int,
-    seed: int = 0,
-    width: tuple[int, int] = (320, 480),
-    height: tuple[int, int] = (240, 400),
-    first: int = 0,
-) -> int:
-    """``images`` JPEGs (quality 90, ``width`` x ``height`` px, smooth colour fields with
-    grain: about 75 KB each at the default sizes, ImageNet's average is about 110 KB) as
-    train/<class>/ and, where ``first`` is 0, a small val/; returns the bytes of train/.
-    ``first``: the number of the first file, so that several processes can fill one folder."""
-    rng = np.random.default_rng(seed)
-    for split, n in (("train", images), ("val", CLASSES if first == 0 else 0)):
-        for i in range(first, first + n):
-            folder = root / split / f"class{i % CLASSES}"
-            folder.mkdir(parents=True, exist_ok=True)
-            w, h = (
-                int(rng.integers(width[0], width[1] + 1)),
-                int(rng.integers(height[0], height[1] + 1)),
-            )
-            coarse = Image.fromarray(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8))
-            field = np.asarray(coarse.resize((w, h), Image.BICUBIC), dtype=np.int16)
-            grain = rng.integers(-45, 46, (h, w, 3), dtype=np.int16)
-            image = np.clip(field + grain, 0, 255).astype(np.uint8)
-            Image.fromarray(image).save(folder / f"{i}.jpg", quality=90)
-    return sum(p.stat().st_size for p in (root / "train").rglob("*.jpg"))
+RESULTS = Path(__file__).resolve().parent / "stream.md"
 
 
 def make_shards(folder: Path, out: Path, chunk_mb: float = 8) -> dict:
@@ -161,7 +122,17 @@ def main():
     args = parser.parse_args()
     result = bench(args.images, args.repeats, args.workers)
     print(json.dumps(result["rates"], indent=1))
-    print(table(result))
+    RESULTS.write_text(
+        f"""# Benchmark: image folder vs shards vs S3 (benchmarks/stream.py)
+
+Written by `python -m benchmarks.stream` on {datetime.date.today()}.
+Machine: {machine()}.
+Images/s delivered to the training loop by trainlab's data modules.
+
+{table(result)}
+"""
+    )
+    print(f"written to {RESULTS}")
 
 
 if __name__ == "__main__":

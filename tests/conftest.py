@@ -256,3 +256,27 @@ def python_of_the_copy(copy: Path) -> Path:
     site = sysconfig.get_paths()["purelib"]
     Path(own, "copy.pth").write_text(f"{copy / 'src'}\n{site}\n")
     return python
+
+
+def run_train(tmp_path, monkeypatch, capfd, *args):
+    """train.py in this process, its logs and data under tmp_path: (exit code, stderr)."""
+    import trainlab.commands
+
+    argv = [
+        "train.py",
+        *FAST,
+        f"paths.log_dir={tmp_path / 'logs'}",
+        f"paths.data_dir={tmp_path / 'data'}",
+        *args,
+    ]
+    code = run_in_process(trainlab.commands.train_command, argv, monkeypatch)
+    return code, capfd.readouterr().err
+
+
+def assert_one_clear_line(err: str, *needles: str):
+    """One `error: ` line on stderr, no traceback, holding every needle."""
+    assert "Traceback" not in err, err[-3000:]
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, err[-3000:]
+    for needle in needles:
+        assert needle in lines[0], lines[0]

@@ -97,7 +97,7 @@ def test_values_that_cannot_work_are_refused_naming_the_key(cfg_factory, overrid
         check_config(cfg_factory(*overrides))
 
 
-def test_num_classes_is_counted_from_the_folder_or_the_shards_classes_json(cfg_factory, tmp_path):
+def test_num_classes_is_counted_from_the_folder_or_its_classes_json(cfg_factory, tmp_path):
     import json
 
     for split in ("train", "val"):
@@ -112,9 +112,8 @@ def test_num_classes_is_counted_from_the_folder_or_the_shards_classes_json(cfg_f
         ).data.num_classes
         == 7
     )
-    (tmp_path / "shards").mkdir()
-    (tmp_path / "shards" / "classes.json").write_text(json.dumps(["a", "b", "c", "d"]))
-    assert cfg_factory("data=stream", f"data.root={tmp_path / 'shards'}").data.num_classes == 4
+    (tmp_path / "imgs" / "classes.json").write_text(json.dumps(["a", "b", "c", "d"]))
+    assert cfg_factory("data=imagefolder", f"data.root={tmp_path / 'imgs'}").data.num_classes == 4
 
 
 def test_ijepa_mnist_runs_bf16_only_on_a_cpu_with_bf16_instructions(cfg_factory, monkeypatch):

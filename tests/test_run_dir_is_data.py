@@ -402,10 +402,10 @@ def connected(server) -> bool:
 
 COPIED = {  # case: (key, node given {port} and {elsewhere}, words of the one line)
     "an endpoint for the user's AWS key": (
-        "data", {"_target_": "trainlab.data.stream.StreamDataModule", "root": "s3://bucket/shards",
+        "data", {"_target_": "trainlab.data.imagefolder.ImageFolderDataModule", "root": "s3://bucket/x",
                  "endpoint_url": "http://127.0.0.1:{port}"}, "data.endpoint_url=http://127.0.0.1"),
     "a remote root": (
-        "data", {"_target_": "trainlab.data.stream.StreamDataModule", "root": "s3://theirs/x"},
+        "data", {"_target_": "trainlab.data.imagefolder.ImageFolderDataModule", "root": "s3://theirs/x"},
         "data.root=s3://theirs/x is remote"),
     "a positional download": (
         "data", {"_target_": "trainlab.data.torchvision_sets.TorchvisionDataModule",

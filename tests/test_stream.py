@@ -10,10 +10,12 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import FAST, ROOT, run_cli, run_in_process
+from conftest import FAST, ROOT, assert_one_clear_line, run_cli, run_in_process, run_train
 from PIL import Image
+from test_views import check_views_normalise_like_the_single_image
 
 import trainlab.commands
+import trainlab.data
 
 
 @pytest.fixture(scope="module")
@@ -305,3 +307,59 @@ def test_a_2_rank_run_stopped_mid_epoch_resumes_on_1_device(shards, tmp_path):
     assert logged == list(range(10))  # each step once, none repeated after the resume
     starts = json.loads((run_dir / "meta.json").read_text())["starts"]
     assert [start["world_size"] for start in starts] == [2, 1]
+
+
+NO_AWS_FILES = {
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+    "AWS_CONFIG_FILE": "/nonexistent",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+@pytest.mark.parametrize(
+    "env, needles",
+    [
+        ({}, ["no S3 credentials", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]),
+        (  # port 9 (discard) on loopback: nothing listens, the connection is refused
+            {"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"},
+            ["S3 endpoint http://127.0.0.1:9 does not answer", "AWS_ENDPOINT_URL"],
+        ),
+    ],
+)
+def test_s3_without_credentials_or_endpoint_is_one_line(tmp_path, monkeypatch, capfd, env, needles):
+    """Checked before the model is built, with a 3 s connect timeout: not botocore's
+    NoCredentialsError later, nor a hang in litdata's download threads."""
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in {**NO_AWS_FILES, "AWS_ENDPOINT_URL": "http://127.0.0.1:9", **env}.items():
+        monkeypatch.setenv(key, value)
+    stream = ("data=stream", "data.root=s3://bucket/shards", "data.num_classes=3", "run_name=s3")
+    code, err = run_train(tmp_path, monkeypatch, capfd, *stream)
+    assert code == 2
+    assert_one_clear_line(err, *needles)
+    assert not (tmp_path / "logs" / "train" / "runs" / "s3").exists()
+
+
+def test_data_stream_without_litdata_names_its_pip_command(tmp_path, monkeypatch, capfd):
+    """data=stream without litdata: one line with the pip command, exit 2, nothing written."""
+    monkeypatch.setitem(sys.modules, "litdata", None)  # as if not installed
+    monkeypatch.delitem(sys.modules, "trainlab.data.stream", raising=False)
+    monkeypatch.delattr(trainlab.data, "stream", raising=False)  # the package's attribute too
+    code, err = run_train(tmp_path, monkeypatch, capfd, "data=stream", "data.num_classes=3")
+    assert code == 2
+    assert_one_clear_line(err, "data=stream needs the package litdata", 'pip install "litdata')
+    assert not (tmp_path / "logs" / "train" / "runs").exists() or not any(
+        (tmp_path / "logs" / "train" / "runs").iterdir()
+    )
+
+
+@pytest.mark.slow  # it needs the shards (13 s): make test-slow, which CI runs
+def test_views_from_shards_normalise_like_the_single_image(shards):
+    from trainlab.data.stream import StreamDataModule
+
+    root, _ = shards
+    rgb = dict(batch_size=4, crop_scale=[0.3, 1.0], mean=(0.5,) * 3, std=(0.25,) * 3)
+    dm = StreamDataModule(
+        root=str(root / "shards"), image_size=16, in_chans=3, num_classes=3, **rgb
+    )
+    check_views_normalise_like_the_single_image(dm)

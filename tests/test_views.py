@@ -1,18 +1,14 @@
 """Views of an image for joint-embedding methods (data.views), and VICReg on them."""
 
-import subprocess
-import sys
-
 import hydra
 import pytest
 import torch
-from conftest import ROOT, make_image_folder
+from conftest import make_image_folder
 
 from trainlab.data.digits import DigitsDataModule
 from trainlab.data.fake import FakeDataModule
 from trainlab.data.imagefolder import ImageFolderDataModule
 from trainlab.data.mnist5k import MNIST5kDataModule
-from trainlab.data.stream import StreamDataModule
 from trainlab.networks.masks import step_generator
 from trainlab.networks.vit import ViTEncoder
 
@@ -30,19 +26,12 @@ def views(size: int) -> list[dict]:
 
 def data_modules(tmp_path):
     folder = make_image_folder(tmp_path / "folder", per_class=8, size=20)
-    shards = tmp_path / "shards"
-    command = [sys.executable, str(ROOT / "scripts" / "make_shards.py"), str(folder), str(shards)]
-    subprocess.run([*command, "--workers", "1"], check=True, capture_output=True, timeout=300)
     common = dict(batch_size=4, crop_scale=CROP, mean=(0.5,), std=(0.25,))
     yield DigitsDataModule(image_size=16, in_chans=1, **common)
     yield MNIST5kDataModule(image_size=28, in_chans=1, **common)
     rgb = {**common, "mean": (0.5,) * 3, "std": (0.25,) * 3}
     yield FakeDataModule(image_size=16, in_chans=3, **rgb)
     yield ImageFolderDataModule(root=str(folder), image_size=16, in_chans=3, num_classes=2, **rgb)
-    yield StreamDataModule(root=str(shards), image_size=16, in_chans=3, num_classes=2, **rgb)
-
-
-FOLDERS = (ImageFolderDataModule, StreamDataModule)
 
 
 def first_batch(dm):
@@ -51,26 +40,28 @@ def first_batch(dm):
     return dm.on_after_batch_transfer((images, labels), 0), images
 
 
+def check_views_normalise_like_the_single_image(dm) -> None:
+    """A batch is ([view 1, view 2], labels), uint8 out of the loader, the views' shapes and
+    count as reciped; normalised on the device to the bit as the single image path, whose
+    crop the first view draws again (same seed, same random numbers)."""
+    single, _ = first_batch(dm)
+    same = ("root", "num_classes", "image_size", "in_chans", "batch_size", "crop_scale")
+    kwargs = {k: getattr(dm, k) for k in same}
+    viewed = type(dm)(**kwargs, mean=dm.mean, std=dm.std, views=views(dm.image_size))
+    (normalised, labels), raw = first_batch(viewed)
+    assert isinstance(raw, list) and len(raw) == 2 and all(v.dtype == torch.uint8 for v in raw)
+    c, s = dm.in_chans, dm.image_size
+    assert raw[0].shape == (4, c, s, s) and raw[1].shape == (4, c, s // 2, s // 2), dm.name
+    for view, out in zip(raw, normalised, strict=True):
+        assert out.dtype == torch.float32 and torch.equal(out, dm.normalise(view))
+    assert torch.equal(normalised[0], single[0]), dm.name  # the single image, to the bit
+    assert torch.equal(labels, single[1])
+
+
 @pytest.mark.slow  # 13 s: make test-slow, which CI runs
 def test_views_on_every_data_set_normalise_like_the_single_image(tmp_path):
-    """Each data set: a batch is ([view 1, view 2], labels), uint8 out of the loader, the
-    views' shapes and count as reciped; normalised on the device to the bit as the single
-    image path, whose crop the first view draws again (same seed, same random numbers)."""
     for dm in data_modules(tmp_path):
-        single, _ = first_batch(dm)
-        kwargs = {k: getattr(dm, k) for k in ("image_size", "in_chans", "batch_size", "crop_scale")}
-        viewed = type(dm)(
-            **kwargs, mean=dm.mean, std=dm.std, views=views(dm.image_size),
-            **({"root": dm.root, "num_classes": 2} if isinstance(dm, FOLDERS) else {}),
-        )  # fmt: skip
-        (normalised, labels), raw = first_batch(viewed)
-        assert isinstance(raw, list) and len(raw) == 2 and all(v.dtype == torch.uint8 for v in raw)
-        c, s = dm.in_chans, dm.image_size
-        assert raw[0].shape == (4, c, s, s) and raw[1].shape == (4, c, s // 2, s // 2), dm.name
-        for view, out in zip(raw, normalised, strict=True):
-            assert out.dtype == torch.float32 and torch.equal(out, dm.normalise(view))
-        assert torch.equal(normalised[0], single[0]), dm.name  # the single image, to the bit
-        assert torch.equal(labels, single[1])
+        check_views_normalise_like_the_single_image(dm)
 
 
 def test_sync_batchnorm_on_cpus_is_refused_before_the_ranks_start(cfg_factory):

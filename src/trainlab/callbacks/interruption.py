@@ -131,7 +131,7 @@ class InterruptionCheckpoint(L.Callback):
 
     def on_validation_start(self, trainer: L.Trainer, pl_module) -> None:
         # Lightning ends validation at each rank's next batch once the stop flag is set, but
-        # ranks may hold different numbers of validation batches (data=stream reads whole
+        # ranks may hold different numbers of validation batches (a sharded stream reads whole
         # chunks): one rank would stop while another waits in the metric sync. So a
         # training stop happens here, on every rank at once, agreed on here too: every rank
         # reaches a validation at the same step, and validations are rare.

@@ -1,5 +1,5 @@
-"""``data.num_classes`` read from the data itself: the class folders under an image folder's
-train/, or the classes.json that scripts/make_shards.py writes next to shards.
+"""``data.num_classes`` read from the data itself: a ``classes.json`` in ``data.root`` (a list
+of class names), else the class folders under its train/.
 
 An OmegaConf resolver, not a data-module method, because the model's head is built from
 the same value (``${data.num_classes}``) before any data module exists. Registered when
@@ -15,10 +15,10 @@ from trainlab.utils.errors import DataError
 
 
 def count_classes(root: str) -> int:
-    if str(root).startswith("s3://"):
+    if "://" in str(root):
         raise DataError(
             f"the classes of {root} are not counted remotely: add data.num_classes=<number of "
-            "classes> (the length of the classes.json next to the shards)"
+            "classes> (the length of its classes.json)"
         )
     listed = Path(root) / "classes.json"
     if listed.is_file():

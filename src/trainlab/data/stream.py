@@ -17,13 +17,21 @@ import os
 from pathlib import Path
 
 from lightning.pytorch.strategies import ModelParallelStrategy
-from litdata import StreamingDataLoader, StreamingDataset
-from litdata.streaming.resolver import Dir
 from PIL import Image
 
 from trainlab.data.base import ImageDataModule
 from trainlab.data.worker_signals import init_worker
-from trainlab.utils.errors import DataError
+from trainlab.utils.errors import ConfigError, DataError
+
+try:
+    from litdata import StreamingDataLoader, StreamingDataset
+    from litdata.streaming.resolver import Dir
+except ModuleNotFoundError as e:
+    if not (e.name or "").startswith("litdata"):
+        raise
+    raise ConfigError(
+        'data=stream needs the package litdata, not installed: pip install "litdata==0.2.76"'
+    ) from e
 from trainlab.utils.logging import get_logger
 from trainlab.utils.seeding import call_seeded, derived_seed, run_seed
 

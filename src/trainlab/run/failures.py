@@ -23,7 +23,6 @@ from trainlab.utils.errors import ConfigError, UserError, one_line, storage_erro
 
 # Optional dependencies that a config choice needs, and how to install each (pyproject.toml).
 OPTIONAL = {
-    "litdata": ("data=stream", 'pip install "litdata==0.2.76"'),
     "submitit": ("launcher=slurm / submitit_local", 'pip install -e ".[slurm]"'),
     "hydra_plugins.hydra_submitit_launcher": ("launcher=slurm", 'pip install -e ".[slurm]"'),
     "optuna": ("hparams_search=optuna", 'pip install "optuna>=4,<5"'),
@@ -32,7 +31,7 @@ OPTIONAL = {
 }
 
 
-def _missing_dependency(e: ModuleNotFoundError) -> UserError | None:
+def missing_dependency(e: ModuleNotFoundError) -> UserError | None:
     for module, (used_by, install) in OPTIONAL.items():
         if e.name and (e.name == module or e.name.startswith(module + ".")):
             return ConfigError(f"{used_by} needs the package {module}, not installed: {install}")
@@ -50,7 +49,7 @@ def _user_error(e: BaseException | None) -> UserError | None:
             return ConfigError(f"{e.full_key} is not set: add {e.full_key}=<value> to the command")
         if (disk := storage_error(e)) is not None:
             return disk
-        if isinstance(e, ModuleNotFoundError) and (missing := _missing_dependency(e)):
+        if isinstance(e, ModuleNotFoundError) and (missing := missing_dependency(e)):
             return missing
         e = e.__cause__ or e.__context__
     return None

@@ -15,6 +15,7 @@ The first half needs no torch, so ``python train.py`` refuses a mistyped value b
 importing torch and Lightning (``check_before_torch``; importing them takes seconds).
 """
 
+import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +85,7 @@ def check(cfg: DictConfig) -> Accepted:
     resumed = check_checkpoints(cfg)
     rundir.refuse_writes_into_other_runs(cfg)
     refuse_multirun_under_torchrun()
+    refuse_missing_packages(cfg)
     warn_resume_changes(cfg)
     datamodule = hydra.utils.instantiate(cfg.data)
     datamodule.check()  # before the model: a missing data set costs one line, not minutes
@@ -116,6 +118,22 @@ def refuse_multirun_under_torchrun() -> None:
             "a multirun (-m) cannot run under torchrun: sweep with Lightning's launcher "
             "(python train.py -m ... trainer.devices=N), or run each job under torchrun"
         )
+
+
+#: Loggers that import their package only when built, after the run dir is open.
+IMPORTED_WHEN_BUILT = {"lightning.pytorch.loggers.WandbLogger": "wandb"}
+
+
+def refuse_missing_packages(cfg: DictConfig) -> None:
+    """A logger whose package is not installed (run/failures.py's pip command), refused
+    before its run dir exists."""
+    from trainlab.run.failures import missing_dependency
+
+    loggers = cfg.get("logger") or {}
+    targets = {node.get("_target_") for node in loggers.values() if isinstance(node, DictConfig)}
+    for target, package in IMPORTED_WHEN_BUILT.items():
+        if target in targets and importlib.util.find_spec(package) is None:
+            raise missing_dependency(ModuleNotFoundError(name=package))
 
 
 def check_checkpoints(cfg: DictConfig) -> tuple[str, dict] | None:
