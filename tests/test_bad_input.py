@@ -471,7 +471,7 @@ def test_multirun_under_torchrun_is_refused(tmp_path, monkeypatch, capfd):
             ["start_powerSGD_iter"],
         ),
         (["strategy=ddp_fp16_compress", "strategy.compress_wrapper=bf16"], ["compress_wrapper"]),
-        (["strategy=fsdp", "+strategy.comm_hook=powersgd"], ["strategy.comm_hook"]),
+        (["strategy=auto", "+strategy.comm_hook=powersgd"], ["strategy.comm_hook"]),
     ],
 )
 def test_launch_combinations_that_cannot_work_are_refused(
