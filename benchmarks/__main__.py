@@ -1,4 +1,5 @@
-"""`make bench`: run every benchmark side by side and write benchmarks/README.md.
+"""`make bench`: run the core's benchmarks and write benchmarks/README.md. A part's benchmark
+is run on its own and writes its own file (its page in docs/parts/ gives the command).
 
 Each benchmark compares two implementations in the same process and run (ratios, medians
 over repeats), since this machine is shared and absolute numbers drift.
@@ -12,7 +13,6 @@ import torch
 
 from benchmarks import (
     collation,
-    comm,
     loader,
     masks,
     memory,
@@ -59,7 +59,6 @@ def main():
     collation_rates = collation.bench()
     loader_rates = loader.bench()
     optimizer_times = optimizer.bench()
-    comm_stats = comm.bench()  # last: its 2-process runs would disturb the timings above
     text = f"""# Benchmarks
 
 Written by `make bench` (benchmarks/__main__.py) on {datetime.date.today()}.
@@ -152,16 +151,6 @@ ViT-Small/16, 224 px (batch 8) on the same machine: the rate the loader has to k
 ## The training loader alone, by data set and workers (benchmarks/loader.py)
 
 {loader.markdown(loader_rates, 480.0)}
-## DDP comm hooks: bytes per step and loss (benchmarks/comm.py)
-
-A supervised ViT-B/4 (86 M parameters) on 16 px digits, 2 gloo processes x batch 8,
-AdamW lr 1e-4, {comm_stats["steps"]} optimizer steps from the same seed in each setting.
-PowerSGD starts at step 2, with error feedback and warm start. Bytes are what each rank
-hands to the all-reduce per optimizer step (trainlab.callbacks.comm_stats); the loss is
-the mean training loss over the first and the last {comm.LAST} steps.
-
-{comm.table(comm_stats)}
-
 ## On a GPU: benchmarks/gpu.md (`scripts/gpu_check.sh`)
 
 This machine has no GPU. On one, `scripts/gpu_check.sh` (benchmarks/gpu.py) runs the paper's

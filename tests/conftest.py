@@ -103,6 +103,11 @@ def cfg_factory(tmp_path):
     return lambda *overrides, name="train": compose_cfg(tmp_path, list(overrides), name)
 
 
+#: A callback that fails a multi-rank run whose ranks' weights or buffers differ.
+RANK_CONSISTENCY = (
+    "+callbacks.rank_consistency._target_=trainlab.callbacks.rank_consistency.RankConsistency"
+)
+TWO_CPU_RANKS = ["trainer.accelerator=cpu", "trainer.devices=2"]
 FAST = [
     "trainer.max_epochs=1",
     "trainer.limit_train_batches=3",

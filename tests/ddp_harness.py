@@ -13,12 +13,10 @@ from pathlib import Path
 
 import lightning as L
 import torch
-import torch.distributed as dist
 from timm.models.vision_transformer import Block
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from trainlab.callbacks.comm_stats import CommStatsLogger
 from trainlab.data.base import ImageDataModule
 from trainlab.strategy.ddp import DDPStrategy
 
@@ -151,42 +149,6 @@ def main(out: Path) -> None:
     model = Regression()
     trainer(DDPStrategy(), max_steps=1, accumulate_grad_batches=2).fit(model, loader(8))
     report["accumulation_diff"] = max_diff(params(model), single_process_step(32))
-
-    # 3. Comm hooks run on gloo and report their savings; the loss still falls. The dtypes the
-    # hooks really all-reduce are recorded: the byte counts alone follow from a fixed item size.
-    reduced_dtypes = set()
-    all_reduce = dist.all_reduce
-
-    def recording_all_reduce(tensor, *args, **kwargs):
-        if tensor.is_floating_point():  # not Lightning's integer flags (stop decisions)
-            reduced_dtypes.add(str(tensor.dtype))
-        return all_reduce(tensor, *args, **kwargs)
-
-    dist.all_reduce = recording_all_reduce  # the hooks call torch.distributed.all_reduce
-    powersgd = {"start_powerSGD_iter": 2, "matrix_approximation_rank": 1}
-    for label, hook, extra in [
-        ("fp16_compress", "fp16_compress", {}),
-        ("bf16_compress", "bf16_compress", {}),
-        ("powersgd", "powersgd", {"powersgd": powersgd}),
-        ("powersgd_fp16", "powersgd", {"powersgd": powersgd, "compress_wrapper": "fp16"}),
-    ]:
-        # 1.1 MB of weights in 0.25 MB buckets: several buckets, the case that aborted gloo.
-        model = Regression(width=64, hidden=512, layers=2, lr=0.01)
-        strategy = DDPStrategy(comm_hook=hook, bucket_cap_mb=0.25, **extra)
-        t = trainer(strategy, max_epochs=6, callbacks=[CommStatsLogger()])
-        reduced_dtypes.clear()
-        t.fit(model, DataLoader(data(64, width=64), batch_size=8))
-        report[label] = {
-            "reduced_dtypes": sorted(reduced_dtypes),
-            "calls": strategy.comm_stats.calls,
-            "compression_rate": float(t.callback_metrics["comm/compression_rate"]),
-            "iter": getattr(strategy.comm_state, "iter", None),
-            "first_loss": sum(model.losses[:4]) / 4,
-            "last_loss": sum(model.losses[-4:]) / 4,
-            "steps": t.global_step,
-        }
-
-    dist.all_reduce = all_reduce
 
     out.mkdir(parents=True, exist_ok=True)
     (out / f"rank{report['rank']}.json").write_text(json.dumps(report))

@@ -465,12 +465,6 @@ def test_multirun_under_torchrun_is_refused(tmp_path, monkeypatch, capfd):
             ["strategy=ddp", "strategy.static_graph=true", "trainer.accumulate_grad_batches=2"],
             ["static_graph", "accumulate_grad_batches"],
         ),
-        (["strategy=ddp_powersgd", "strategy.comm_hook=batched_powersgd"], ["batched_powersgd"]),
-        (
-            ["strategy=ddp_powersgd", "strategy.powersgd.start_powerSGD_iter=1"],
-            ["start_powerSGD_iter"],
-        ),
-        (["strategy=ddp_fp16_compress", "strategy.compress_wrapper=bf16"], ["compress_wrapper"]),
         (["strategy=auto", "+strategy.comm_hook=powersgd"], ["strategy.comm_hook"]),
     ],
 )

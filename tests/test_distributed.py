@@ -7,18 +7,22 @@ import sys
 
 import pytest
 import torch
-from conftest import FAST, ROOT, compose_cfg, logged_series, run_cli, run_torchrun_nodes
+from conftest import (
+    FAST,
+    RANK_CONSISTENCY,
+    ROOT,
+    TWO_CPU_RANKS,
+    compose_cfg,
+    logged_series,
+    run_cli,
+    run_torchrun_nodes,
+)
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from torchmetrics.classification import MulticlassAccuracy
 
 from trainlab.evaluation.checkpoint import rate_checkpoint
 from trainlab.model.classifier import Classifier
-
-RANK_CONSISTENCY = (
-    "+callbacks.rank_consistency._target_=trainlab.callbacks.rank_consistency.RankConsistency"
-)
-TWO_CPU_RANKS = ["trainer.accelerator=cpu", "trainer.devices=2"]
 
 
 @pytest.fixture(scope="module")
@@ -63,79 +67,6 @@ def test_two_ranks_with_accumulation_update_like_one_big_batch(harness):
     # 2 ranks x batch 8 x accumulate 2 against 1 process x batch 32, one SGD step.
     for report in harness:
         assert report["accumulation_diff"] < 1e-6, report["accumulation_diff"]
-
-
-@pytest.mark.slow  # the 2-process harness: make test-slow, which CI runs
-@pytest.mark.parametrize("hook", ["fp16_compress", "bf16_compress", "powersgd", "powersgd_fp16"])
-def test_comm_hooks_run_on_gloo_and_report_their_savings(harness, hook):
-    for report in harness:
-        stats = report[hook]
-        assert stats["calls"] > stats["steps"] > 0  # ran, on several buckets per step
-        assert stats["last_loss"] < 0.2 * stats["first_loss"]
-        if hook == "powersgd":
-            assert stats["iter"] == stats["steps"]  # PowerSGD's own counter advanced
-            assert stats["compression_rate"] > 2
-            assert stats["reduced_dtypes"] == ["torch.float32"]  # P and Q, full precision
-        elif hook == "powersgd_fp16":  # strategy.compress_wrapper=fp16 around PowerSGD
-            assert stats["iter"] == stats["steps"]
-            assert stats["compression_rate"] > 4  # PowerSGD's rate, twice over
-            assert stats["reduced_dtypes"] == ["torch.float16"]
-        else:
-            assert stats["compression_rate"] == pytest.approx(2.0)
-            # what is really all-reduced: 2-byte floats, not the fp32 gradients
-            wire = {"fp16_compress": "torch.float16", "bf16_compress": "torch.bfloat16"}[hook]
-            assert stats["reduced_dtypes"] == [wire]
-
-
-@pytest.mark.slow  # 77 s of 2-process run: make test-slow (CI runs it after make test)
-def test_ijepa_ddp_powersgd_bf16_accumulation_from_train_py(tmp_path):
-    """I-JEPA from train.py: PowerSGD on several buckets under bf16-mixed with accumulation
-    trains (the loss falls), compresses, and leaves every rank with identical weights, having
-    drawn identical masks at every step."""
-    result = run_cli(
-        "train.py",
-        *TWO_CPU_RANKS,
-        "strategy=ddp_powersgd",
-        "strategy.powersgd.start_powerSGD_iter=2",
-        "strategy.bucket_cap_mb=1",  # several buckets (the case that aborted gloo)
-        "trainer.precision=bf16-mixed",
-        "trainer.accumulate_grad_batches=2",
-        "trainer.max_epochs=3",
-        "trainer.limit_train_batches=8",
-        "trainer.limit_val_batches=3",
-        "trainer.limit_test_batches=2",
-        "trainer.log_every_n_steps=1",
-        "model.encoder.depth=2",
-        "extras.print_config=false",
-        "features.enabled=false",  # the end-of-run rating: test_train covers it
-        RANK_CONSISTENCY,
-        f"paths.log_dir={tmp_path}",
-        "run_name=ddp",
-        cwd=tmp_path,
-        timeout=400,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    run_dir = tmp_path / "train" / "runs" / "ddp"
-    report = json.loads((run_dir / "rank_consistency.json").read_text())
-    assert report["world_size"] == 2 and report["consistent"], report
-    # "masks": every step's masks, drawn by each rank from the module's step generator.
-    assert {"encoder", "target_encoder", "predictor", "online", "masks"} <= set(report["checksums"])
-    # The EMA target moved away from where it started (it would stay there if the EMA never
-    # ran), on both ranks alike, and did not become a copy of the online encoder.
-    checksums, initial = report["checksums"], report["initial_checksums"]
-    assert checksums["target_encoder"][0] != initial["target_encoder"]
-    assert checksums["target_encoder"][0] != checksums["encoder"][0]
-    results = json.loads((run_dir / "metrics.json").read_text())
-    run, metrics = results["run"], results["metrics"]
-    assert run["world_size"] == 2 and run["accumulate_grad_batches"] == 2
-    assert run["global_batch_size"] == 4 * run["batch_size_per_device"]
-    assert metrics["comm/compression_rate"] > 2
-    assert metrics["comm/powersgd_iter"] == 12  # 3 epochs x 8 batches / 2 accumulation
-    for key in ("val/probe_acc", "val/knn_acc", "val/rankme", "test/probe_acc"):
-        assert key in metrics, key
-    steps = logged_series(run_dir, "train/loss_step")
-    assert len(steps) == 12 and sum(steps[-3:]) < sum(steps[:3]), steps
-    assert [p.name for p in (tmp_path / "train" / "runs").iterdir()] == ["ddp"]
 
 
 @pytest.mark.slow  # a 2-process train.py run (25 s): make test keeps to its 4 minutes

@@ -21,7 +21,15 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from conftest import DIGITS, MNIST5K, experiments_on, free_port, run_cli, run_in_process
+from conftest import (
+    DIGITS,
+    MNIST5K,
+    RANK_CONSISTENCY,
+    experiments_on,
+    free_port,
+    run_cli,
+    run_in_process,
+)
 from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
@@ -188,11 +196,6 @@ def test_sigterm_then_resume_gives_the_uninterrupted_losses_bitwise(
     runs = tmp_path / "train" / "runs"
     assert len(losses_by_step(runs / "straight")) == 6
     assert losses_by_step(runs / "cut") == losses_by_step(runs / "straight")
-
-
-RANK_CONSISTENCY = (
-    "+callbacks.rank_consistency._target_=trainlab.callbacks.rank_consistency.RankConsistency"
-)
 
 
 @pytest.mark.slow  # a 2-process train.py run an experiment

@@ -4,10 +4,8 @@ from lightning.pytorch.callbacks import Callback
 
 
 class CommStatsLogger(Callback):
-    """Reads the byte counts that ``trainlab.strategy.ddp.DDPStrategy`` keeps for its hook.
-
-    train.py adds it whenever the strategy has a comm hook; without one it logs nothing.
-    """
+    """Reads the byte counts that ``trainlab.strategy.comm_hooks.CommHookDDPStrategy`` keeps
+    for its hook; that strategy adds it to the Trainer."""
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
         stats = getattr(trainer.strategy, "comm_stats", None)

@@ -7,7 +7,6 @@ import lightning as L
 from omegaconf import DictConfig
 
 from trainlab.callbacks.comm_count import CommCounter
-from trainlab.callbacks.comm_stats import CommStatsLogger
 from trainlab.callbacks.memory_estimate import MemoryEstimate
 from trainlab.callbacks.run_stats import RunStats
 from trainlab.callbacks.seed_each_step import SeedEachStep
@@ -36,6 +35,4 @@ def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list, list
         logger=loggers or False,
         strategy=instantiate_strategy(cfg.get("strategy")),
     )
-    if getattr(trainer.strategy, "comm_hook", None):
-        trainer.callbacks.append(CommStatsLogger())
     return trainer, loggers, summary_callbacks

@@ -33,7 +33,7 @@ def _launched_externally() -> bool:
 
 
 def check_launch(cfg: DictConfig) -> None:
-    """Refuse device, precision, strategy and hook combinations that cannot work here."""
+    """Refuse device, precision and strategy combinations that cannot work here."""
     trainer, strategy = cfg.trainer, cfg.get("strategy") or {}
     accelerator = _accelerator(str(trainer.get("accelerator", "auto")))
     devices = _device_count(trainer.get("devices", 1), accelerator)
@@ -94,29 +94,10 @@ def check_launch(cfg: DictConfig) -> None:
             "strategy.static_graph=true with trainer.accumulate_grad_batches > 1 can skip "
             "gradient synchronisation silently: set strategy.static_graph=false"
         )
-    hook = strategy.get("comm_hook")
-    ddp = strategy.get("_target_", "").endswith("DDPStrategy")
-    if not ddp and any(strategy.get(k) for k in ("comm_hook", "compress_wrapper", "powersgd")):
+    if strategy and "_target_" not in strategy:
+        key = next(iter(strategy))
         raise ConfigError(
-            f"strategy.comm_hook={hook} needs DDP, not {strategy.get('_target_', 'auto')}: "
-            "use strategy=ddp_powersgd (or ddp_fp16_compress / ddp_bf16_compress)"
+            f"strategy.{key} is given but the strategy group chose none (strategy=auto: "
+            "Lightning's choice, which takes no keys): choose one that takes it from "
+            "configs/strategy/, or drop it"
         )
-    if hook == "batched_powersgd":
-        # torch 2.14.1: batched_powerSGD_hook passes a 2-D matrix to _orthogonalize, which
-        # asserts a 3-D batch; it fails on the first compressed step on every backend.
-        raise ConfigError(
-            "strategy.comm_hook=batched_powersgd fails inside torch 2.14.1 (_orthogonalize "
-            "asserts on its 2-D matrix): use strategy.comm_hook=powersgd"
-        )
-    if strategy.get("compress_wrapper") and hook not in ("powersgd", "batched_powersgd"):
-        raise ConfigError(
-            "strategy.compress_wrapper wraps PowerSGD only: use strategy=ddp_powersgd, "
-            f"or comm_hook={strategy.compress_wrapper}_compress on its own"
-        )
-    psgd = strategy.get("powersgd") or {}
-    if hook in ("powersgd", "batched_powersgd") and psgd.get("start_powerSGD_iter", 1000) <= 1:
-        if psgd.get("use_error_feedback", True) or psgd.get("warm_start", True):
-            raise ConfigError(
-                "strategy.powersgd.start_powerSGD_iter must be > 1 with error feedback or warm "
-                "start on (torch's PowerSGDState requires it): set it to 2 or more"
-            )
