@@ -38,7 +38,16 @@ def main() -> None:
     rows = []
     for name, gib in DEVICES.items():
         cfg.memory_fit.device_gib = gib
-        fit = decide(cfg, model, datamodule, WORLD, estimate=estimate)
+        fit = decide(
+            cfg,
+            model,
+            datamodule,
+            WORLD,
+            cfg.memory_fit.policy,
+            gib,
+            cfg.memory_fit.margin,
+            estimate,
+        )
         per_device = datamodule.batch_size // fit.accumulate_grad_batches
         rows.append(
             f"| {name} | {gib} | {fit.accumulate_grad_batches} | {per_device} | "

@@ -639,50 +639,6 @@ def test_compile_traces_each_block_once_for_every_layer_and_every_mask_count(tmp
     assert graphs[3] == graphs[1] <= 4, graphs  # encoder, target encoder, predictor's 2 kinds
 
 
-def test_the_memory_estimate_leaves_a_stateful_loss_where_it_was(tmp_path):
-    """MemoryEstimate calls the method's loss at every start: a loss that moves a buffer (a
-    centre, a queue) must find it put back, or a resumed run differs from a straight one."""
-    import contextlib
-    from types import SimpleNamespace
-
-    from trainlab.callbacks.memory_estimate import MemoryEstimate
-
-    model, _ = tiny_ijepa(tmp_path)
-    model.register_buffer("centre", torch.zeros(3))
-    loss = model.loss
-
-    def moving_loss(images, generator):
-        model.centre.add_(1.0)  # what a centring method does inside its loss
-        return loss(images, generator)
-
-    model.loss = moving_loss
-    model.example_input_array = torch.zeros(1, 1, 16, 16)  # setup() takes it from the data
-    trainer = SimpleNamespace(
-        strategy=object(), is_global_zero=True,
-        precision_plugin=SimpleNamespace(forward_context=contextlib.nullcontext),
-        datamodule=SimpleNamespace(batch_size=8, views=None),
-    )  # fmt: skip
-    before = {n: b.clone() for n, b in model.named_buffers()}
-    estimate = MemoryEstimate()
-    estimate.on_train_start(trainer, model)
-    assert estimate.estimate["estimated_peak_gib"] > 0
-    assert all(torch.equal(b, before[n]) for n, b in model.named_buffers())
-
-
-def test_the_memory_estimate_probes_eagerly_under_compile(tmp_path):
-    """Under compile=true the probe's saved-tensor hooks were traced and recompiled 18 times
-    on an H100 (2 minutes before the first step): the probe now adds no graph at all."""
-    from trainlab.model.compile import compile_networks
-    from trainlab.model.memory_estimate import saved_activation_bytes
-
-    torch.compiler.reset()
-    model, _ = tiny_ijepa(tmp_path)
-    compile_networks(model, backend=lambda gm, inputs: gm.forward)
-    before = torch_internals.unique_graphs()
-    assert saved_activation_bytes(model, torch.randn(2, 1, 16, 16)) > 0
-    assert torch_internals.unique_graphs() == before
-
-
 def test_rank_consistency_checksums_the_modules_own_buffers(tmp_path):
     from trainlab.callbacks.rank_consistency import RankConsistency
 
@@ -691,3 +647,17 @@ def test_rank_consistency_checksums_the_modules_own_buffers(tmp_path):
     model.register_buffer("centre", torch.full((3,), 0.5))
     sums = RankConsistency._checksums(model)
     assert float(sums["own buffers"]) == 1.5 and "encoder" in sums
+
+
+def test_the_saved_activation_probe_runs_eagerly_under_compile(tmp_path):
+    """Under compile=true the probe's saved-tensor hooks (the memory estimate's) were traced and recompiled 18 times
+    on an H100 (2 minutes before the first step): the probe now adds no graph at all."""
+    from trainlab.model.compile import compile_networks
+    from trainlab.model.saved_activations import saved_activation_bytes
+
+    torch.compiler.reset()
+    model, _ = tiny_ijepa(tmp_path)
+    compile_networks(model, backend=lambda gm, inputs: gm.forward)
+    before = torch_internals.unique_graphs()
+    assert saved_activation_bytes(model, torch.randn(2, 1, 16, 16)) > 0
+    assert torch_internals.unique_graphs() == before

@@ -8,6 +8,7 @@ import hydra
 import pytest
 import torch
 from conftest import compose_cfg, run_in_process
+from test_ijepa import tiny_ijepa
 
 import trainlab.commands
 from trainlab.model.memory_estimate import GIB, estimate_peak
@@ -15,6 +16,11 @@ from trainlab.run.memory_fit import decide
 from trainlab.utils.errors import ConfigError
 
 JOB = ["experiment=ijepa_digits", "data.global_batch_size=64", "model.encoder.depth=2"]
+
+
+def plan(cfg) -> tuple:
+    """memory_fit's policy, device size and margin, as the config gives them."""
+    return cfg.memory_fit.policy, cfg.memory_fit.device_gib, cfg.memory_fit.margin
 
 
 def built(tmp_path, *overrides):
@@ -36,14 +42,14 @@ def device_between(tmp_path, small: int, large: int) -> float:
 def test_the_smallest_accumulation_that_fits_is_chosen_and_each_policy_does_what_it_says(tmp_path):
     device = device_between(tmp_path, 16, 32)  # 64 a step and 32 do not fit, 16 does
     cfg, model, datamodule = built(tmp_path, f"memory_fit.device_gib={device}")
-    fit = decide(cfg, model, datamodule, world_size=1)
+    fit = decide(cfg, model, datamodule, 1, *plan(cfg))
     assert (fit.accumulate_grad_batches, fit.grad_checkpointing) == (4, False)
     assert "trainer.accumulate_grad_batches=4, 16 images a step" in fit.reason
     assert "global batch of 64" in fit.reason
 
     # Twice the device: 64 images a step fit as configured, and nothing changes.
     cfg, model, datamodule = built(tmp_path, f"memory_fit.device_gib={device * 64}")
-    fit = decide(cfg, model, datamodule, world_size=1)
+    fit = decide(cfg, model, datamodule, 1, *plan(cfg))
     assert (fit.accumulate_grad_batches, fit.grad_checkpointing) == (1, False)
     assert not fit.changes(cfg) and "fits" in fit.reason
 
@@ -51,7 +57,7 @@ def test_the_smallest_accumulation_that_fits_is_chosen_and_each_policy_does_what
         tmp_path, f"memory_fit.device_gib={device}", "memory_fit.policy=refuse"
     )
     with pytest.raises(ConfigError, match=r"memory_fit.policy=refuse finds no way"):
-        decide(cfg, model, datamodule, world_size=1)
+        decide(cfg, model, datamodule, 1, *plan(cfg))
 
     # checkpoint: the checkpointed step at 64 images against a device just above it
     cfg, model, datamodule = built(tmp_path, "model.encoder.grad_checkpointing=true")
@@ -62,7 +68,7 @@ def test_the_smallest_accumulation_that_fits_is_chosen_and_each_policy_does_what
     cfg, model, datamodule = built(
         tmp_path, f"memory_fit.device_gib={size}", "memory_fit.policy=checkpoint"
     )
-    fit = decide(cfg, model, datamodule, world_size=1)
+    fit = decide(cfg, model, datamodule, 1, *plan(cfg))
     assert (fit.accumulate_grad_batches, fit.grad_checkpointing) == (1, True)
     assert model.encoder.grad_checkpointing and model.predictor.grad_checkpointing
 
@@ -140,3 +146,33 @@ def test_a_resume_with_another_device_size_says_the_run_keeps_its_fit(tmp_path, 
         warn_resume_changes(again)
     (line,) = [r.getMessage() for r in caplog.records if "memory_fit" in r.getMessage()]
     assert "keeps the fit chosen at its first start" in line and "applies now" not in line
+
+
+def test_the_memory_estimate_leaves_a_stateful_loss_where_it_was(tmp_path):
+    """MemoryEstimate calls the method's loss at every start: a loss that moves a buffer (a
+    centre, a queue) must find it put back, or a resumed run differs from a straight one."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from trainlab.callbacks.memory_estimate import MemoryEstimate
+
+    model, _ = tiny_ijepa(tmp_path)
+    model.register_buffer("centre", torch.zeros(3))
+    loss = model.loss
+
+    def moving_loss(images, generator):
+        model.centre.add_(1.0)  # what a centring method does inside its loss
+        return loss(images, generator)
+
+    model.loss = moving_loss
+    model.example_input_array = torch.zeros(1, 1, 16, 16)  # setup() takes it from the data
+    trainer = SimpleNamespace(
+        strategy=object(), is_global_zero=True,
+        precision_plugin=SimpleNamespace(forward_context=contextlib.nullcontext),
+        datamodule=SimpleNamespace(batch_size=8, views=None),
+    )  # fmt: skip
+    before = {n: b.clone() for n, b in model.named_buffers()}
+    estimate = MemoryEstimate()
+    estimate.on_train_start(trainer, model)
+    assert estimate.estimate["estimated_peak_gib"] > 0
+    assert all(torch.equal(b, before[n]) for n, b in model.named_buffers())

@@ -1,6 +1,7 @@
 """Will the run fit the device? The estimated peak per device (model/memory_estimate.py)
 against the device's memory, decided before the run dir exists, with ``memory_fit.policy``
-for a run that does not fit:
+for a run that does not fit (the memory fit part, docs/parts/memory_fit.md: the checks call
+``memory_fit``'s partial, configs/memory_fit/default.yaml):
 
 - ``accumulate``: the smallest gradient accumulation that fits. The per-device batch
   shrinks, the global batch and the schedules stay; nothing is computed twice.
@@ -37,6 +38,7 @@ from trainlab.utils.logging import get_logger
 log = get_logger(__name__)
 RECORD = "memory_fit.json"
 AUTOCAST = {"bf16-mixed": torch.bfloat16, "bf16": torch.bfloat16, "16-mixed": torch.float16}
+POLICIES = ("accumulate", "checkpoint", "refuse")
 
 
 @dataclass
@@ -62,10 +64,13 @@ class Fit:
             OmegaConf.update(out, "model.encoder.grad_checkpointing", True)
         return out
 
+    def record(self, run_dir: Path) -> None:
+        """Kept in the run dir: a resume and the child ranks apply it."""
+        (run_dir / RECORD).write_text(json.dumps(asdict(self), indent=1) + "\n")
 
-def device_gib(cfg: DictConfig) -> float | None:
+
+def device_size(cfg: DictConfig, given: float | None) -> float | None:
     """``memory_fit.device_gib``, else this rank's GPU's total memory; None on CPUs."""
-    given = OmegaConf.select(cfg, "memory_fit.device_gib")
     if given:
         return float(given)
     if cfg.trainer.get("accelerator") in ("gpu", "cuda", "auto") and torch.cuda.is_available():
@@ -78,10 +83,6 @@ def recorded(run_dir: Path) -> Fit | None:
     return Fit(**json.loads(path.read_text())) if path.is_file() else None
 
 
-def record(run_dir: Path, fit: Fit) -> None:
-    (run_dir / RECORD).write_text(json.dumps(asdict(fit), indent=1) + "\n")
-
-
 def random_inputs(datamodule, n: int):
     """n random images shaped like the data module's training batches, on the CPU."""
     views = getattr(datamodule, "views", None)
@@ -92,14 +93,43 @@ def _gib(x: float) -> str:
     return f"{x / GIB:.3g} GiB"
 
 
-def fit_run(cfg: DictConfig, model, datamodule, world_size: int, rank_zero: bool) -> Fit | None:
+def check_settings(policy, device_gib, margin) -> None:
+    """memory_fit's policy, device size and margin, each refused in one line."""
+    if policy not in POLICIES:
+        raise ConfigError(
+            f"memory_fit.policy={policy!r} is not valid: give one of " + ", ".join(POLICIES)
+        )
+    number = lambda v: isinstance(v, int | float) and not isinstance(v, bool)  # noqa: E731
+    if device_gib is not None and not (number(device_gib) and device_gib > 0):
+        raise ConfigError(
+            f"memory_fit.device_gib={device_gib!r} is not valid: give a device's memory in GiB, "
+            "above 0, or null for the GPU's own"
+        )
+    if not (number(margin) and 0 <= margin < 1):
+        raise ConfigError(
+            f"memory_fit.margin={margin!r} is not valid: give the fraction of the device's "
+            "memory kept free, in [0, 1)"
+        )
+
+
+def fit_run(
+    cfg: DictConfig,
+    model,
+    datamodule,
+    world_size: int,
+    rank_zero: bool,
+    policy: str = "accumulate",
+    device_gib: float | None = None,
+    margin: float = 0.2,
+) -> Fit | None:
     """The run's fit: as recorded in its run dir (a resume, a child rank), else decided;
     the model's checkpointing set to it. Rank 0 says it in one line."""
+    check_settings(policy, device_gib, margin)
     run_dir = Path(cfg.paths.output_dir)
     fit = recorded(run_dir) if cfg.get("resume") or not rank_zero else None
     source = " (as the run dir records it)" if fit is not None else ""
     if fit is None:
-        fit = decide(cfg, model, datamodule, world_size)
+        fit = decide(cfg, model, datamodule, world_size, policy, device_gib, margin)
     if fit is not None:
         if fit.grad_checkpointing:
             set_checkpointing(model, True)
@@ -109,18 +139,23 @@ def fit_run(cfg: DictConfig, model, datamodule, world_size: int, rank_zero: bool
 
 
 def decide(
-    cfg: DictConfig, model, datamodule, world_size: int, estimate: PeakEstimate | None = None
+    cfg: DictConfig,
+    model,
+    datamodule,
+    world_size: int,
+    policy: str = "accumulate",
+    device_gib: float | None = None,
+    margin: float = 0.2,
+    estimate: PeakEstimate | None = None,
 ) -> Fit | None:
     """The fit of the model, built on the CPU, at the config's batch; None where nothing is
     decided (no device size, a sharded strategy, a model without a step to probe).
     ``estimate``: the model's, where it is known (benchmarks/fit_table.py: one model, many
     devices)."""
-    device = device_gib(cfg)
+    device = device_size(cfg, device_gib)
     sharded = "fsdp" in str(OmegaConf.select(cfg, "strategy._target_", default="")).lower()
     if device is None or sharded or not hasattr(model, "loss"):
         return None
-    policy = OmegaConf.select(cfg, "memory_fit.policy", default="accumulate")
-    margin = OmegaConf.select(cfg, "memory_fit.margin", default=0.2)
     budget = device * (1 - margin) * GIB
     accumulate = cfg.trainer.get("accumulate_grad_batches") or 1
     per_device = datamodule.batch_size

@@ -7,7 +7,6 @@ import lightning as L
 from omegaconf import DictConfig
 
 from trainlab.callbacks.comm_count import CommCounter
-from trainlab.callbacks.memory_estimate import MemoryEstimate
 from trainlab.callbacks.run_stats import RunStats
 from trainlab.callbacks.seed_each_step import SeedEachStep
 from trainlab.run.instantiate import (
@@ -23,10 +22,10 @@ log = get_logger(__name__)
 
 def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list, list]:
     """The Trainer with the config's callbacks, loggers and strategy, plus trainlab's own,
-    and the callbacks whose ``summary()`` goes into metrics.json's ``run``."""
-    summary_callbacks = [RunStats(cfg.get("peak_tflops")), CommCounter(), MemoryEstimate()]
+    and the callbacks whose ``summary()`` goes into metrics.json's ``run`` (any that has one)."""
+    own = [RunStats(cfg.get("peak_tflops")), CommCounter()]
     # SeedEachStep always: without it a resumed run would draw other random numbers.
-    callbacks = [*instantiate_callbacks(cfg.get("callbacks")), *summary_callbacks, SeedEachStep()]
+    callbacks = [*instantiate_callbacks(cfg.get("callbacks")), *own, SeedEachStep()]
     loggers = instantiate_loggers(cfg.get("logger"), run_dir)
     set_matmul_precision(cfg.matmul_precision)
     trainer: L.Trainer = hydra.utils.instantiate(
@@ -35,4 +34,5 @@ def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list, list
         logger=loggers or False,
         strategy=instantiate_strategy(cfg.get("strategy")),
     )
+    summary_callbacks = [c for c in trainer.callbacks if callable(getattr(c, "summary", None))]
     return trainer, loggers, summary_callbacks

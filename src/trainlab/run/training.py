@@ -22,7 +22,6 @@ from trainlab.run.checks import check
 from trainlab.run.fit import checkpoint_step, fit_and_test, pruned_epoch, truncate_logs
 from trainlab.run.frozen_features import rate_frozen_features
 from trainlab.run.instantiate import finish_wandb
-from trainlab.run.memory_fit import record as record_fit
 from trainlab.run.run_summary import report_run
 from trainlab.run.trainer import build_trainer
 from trainlab.strategy.launcher import launch_ranks_from_config
@@ -44,7 +43,7 @@ def train(cfg: DictConfig) -> float | None:
     # Only now, with every check passed, is anything written: a refused run leaves no trace.
     run_dir = rundir.open_run(cfg, resume=cfg.get("resume", False))
     if accepted.fit is not None and rundir.is_global_zero():
-        record_fit(run_dir, accepted.fit)  # a resume and the child ranks apply it
+        accepted.fit.record(run_dir)  # a resume and the child ranks apply it
     # The accepted config: the memory fit's accumulation is in its trainer node.
     trainer, loggers, summary_callbacks = build_trainer(accepted.config, run_dir)
     launcher = launch_ranks_from_config(trainer, cfg, run_dir)

@@ -58,8 +58,8 @@ class Accepted:
     model: Any
     batch: dict  # per-device and global batch, world size, accumulation, lr_scale
     config: DictConfig  # the composed config with the learning rates scaled (run/batch.py)
-    # and the memory fit's accumulation and checkpointing (run/memory_fit.py)
-    fit: Any = None  # memory_fit.Fit, where one was decided or recorded
+    # and the memory fit's accumulation and checkpointing (configs/memory_fit/)
+    fit: Any = None  # what the memory fit decided or recorded: changes, apply, record
 
 
 def check(cfg: DictConfig) -> Accepted:
@@ -75,7 +75,6 @@ def check(cfg: DictConfig) -> Accepted:
         dry_trainer,
         preflight,
     )
-    from trainlab.run.memory_fit import fit_run
     from trainlab.strategy.checks import check_launch
 
     adopt_submitit_local_ranks()
@@ -99,7 +98,12 @@ def check(cfg: DictConfig) -> Accepted:
     check_batch_statistics(settled, model, batch["world_size"])
     # Will it fit the device? Before the run dir: a run that fits no way stops here. The
     # model stays: the global batch, and so the learning rates, are the same.
-    fit = fit_run(settled, model, datamodule, batch["world_size"], rundir.is_global_zero())
+    plan = hydra.utils.instantiate(cfg.memory_fit) if cfg.get("memory_fit") else None
+    fit = (
+        plan(settled, model, datamodule, batch["world_size"], rundir.is_global_zero())
+        if plan
+        else None
+    )
     if fit is not None and fit.changes(cfg):
         fitted = fit.apply(cfg)
         batch, settled = batch_for_world(fitted, dry_trainer(fitted), datamodule)

@@ -186,8 +186,6 @@ RANGES = {
 }
 # torch.set_float32_matmul_precision's values (trainer/matmul_precision.py)
 MATMUL_PRECISIONS = ("highest", "high", "medium")
-# What a run that does not fit its device does (run/memory_fit.py)
-MEMORY_FIT_POLICIES = ("accumulate", "checkpoint", "refuse")
 # [low, high] ranges: low <= high, and each bound in its interval.
 INTERVALS = {
     "context_scale": (lambda v: 0 < v <= 1, "in (0, 1], a fraction of the grid"),
@@ -310,7 +308,6 @@ def check_config(
         raise ConfigError(
             f"matmul_precision={matmul!r} is not valid: give one of {', '.join(MATMUL_PRECISIONS)}"
         )
-    check_memory_fit(cfg.get("memory_fit"))
     data = cfg.get("data")
     if isinstance(data, DictConfig) and _number(data.get("in_chans")):
         for key in ("mean", "std"):
@@ -347,28 +344,6 @@ def check_lr_schedule(model: DictConfig | None) -> None:
                 f"model.{key}={value} is above the peak model.optimizer.lr={peak}: give "
                 f"model.{key} at most {peak}, or raise model.optimizer.lr"
             )
-
-
-def check_memory_fit(node: DictConfig | None) -> None:
-    """memory_fit's policy, device size and margin (run/memory_fit.py)."""
-    if node is None:
-        return
-    policy, device, margin = node.get("policy"), node.get("device_gib"), node.get("margin")
-    if policy not in MEMORY_FIT_POLICIES:
-        raise ConfigError(
-            f"memory_fit.policy={policy!r} is not valid: give one of "
-            + ", ".join(MEMORY_FIT_POLICIES)
-        )
-    if device is not None and not (_number(device) and device > 0):
-        raise ConfigError(
-            f"memory_fit.device_gib={device!r} is not valid: give a device's memory in GiB, "
-            "above 0, or null for the GPU's own"
-        )
-    if not (_number(margin) and 0 <= margin < 1):
-        raise ConfigError(
-            f"memory_fit.margin={margin!r} is not valid: give the fraction of the device's "
-            "memory kept free, in [0, 1)"
-        )
 
 
 def check_resume_from(cfg: DictConfig) -> None:
