@@ -1,9 +1,11 @@
 """MAE, the second method on SelfSupervised: masks, patches, and a loss that trains."""
 
 import hydra
+import pytest
 import torch
 from conftest import compose_cfg
 
+from trainlab.losses.masked_pixels import MaskedPixelLoss
 from trainlab.networks.mae import patchify, random_masks
 from trainlab.networks.masks import step_generator
 
@@ -44,3 +46,27 @@ def test_mae_loss_trains_encoder_and_decoder(tmp_path):
     assert model.encoder.blocks[0].attn.qkv.weight.grad.abs().sum() > 0
     assert features.shape == (len(images), model.encoder.embed_dim) and not features.requires_grad
     assert losses[-1] < 0.8 * losses[0]  # 0.98 -> 0.72 here
+
+
+def test_masked_pixel_loss_standardises_each_target_patch_as_the_official_mae():
+    """He et al. 2022, models_mae.py's norm_pix_loss: (x - mean) / sqrt(unbiased var + 1e-6)
+    per patch. The patch [1, 2, 3, 4]: mean 2.5, unbiased variance 5/3, so the targets are
+    +-1.5 and +-0.5 over sqrt(5/3): squares 1.35 and 0.15, and a zero prediction's loss is
+    their mean, 0.75 (layer norm's biased variance would give 1.0)."""
+    patch = torch.tensor([[[1.0, 2.0, 3.0, 4.0]]], dtype=torch.float64)
+    zero = torch.zeros_like(patch).requires_grad_()
+    loss = MaskedPixelLoss()(zero, patch)
+    assert loss.item() == pytest.approx(0.75 * (5 / 3) / (5 / 3 + 1e-6), rel=1e-6)
+    (grad,) = torch.autograd.grad(loss, zero)  # d/dpred mean((pred - t)^2) = 2 (pred - t) / 4
+    expected = (
+        -2 * torch.tensor([-1.5, -0.5, 0.5, 1.5], dtype=torch.float64) / (4 * (5 / 3 + 1e-6) ** 0.5)
+    )
+    torch.testing.assert_close(grad.reshape(-1), expected, rtol=1e-6, atol=1e-7)
+    g = torch.Generator().manual_seed(0)
+    target = torch.randn(2, 5, 12, generator=g)
+    mean, var = target.mean(-1, keepdim=True), target.var(-1, keepdim=True)
+    pred = (target - mean) / (var + 1e-6).sqrt()
+    shifted = 3 * target + 7  # each patch's mean and scale change, not its pattern
+    assert MaskedPixelLoss(norm_pix=True)(pred, shifted) < 1e-8
+    assert MaskedPixelLoss(norm_pix=False)(pred, shifted) > 1
+    assert MaskedPixelLoss(norm_pix=False)(target, target) == 0
