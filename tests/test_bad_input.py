@@ -17,6 +17,7 @@ from conftest import (
     run_in_process,
     run_train,
     small_disk,
+    write_idx,
 )
 from PIL import Image
 
@@ -92,6 +93,28 @@ def test_missing_torchvision_files(tmp_path, monkeypatch, capfd):
     code, err = run_train(tmp_path, monkeypatch, capfd, "data=mnist", "data.num_workers=0")
     assert code == 2
     assert_one_clear_line(err, str(tmp_path / "data" / "MNIST"), "data.download=true")
+
+
+def test_labels_outside_num_classes_are_refused_before_the_run_dir(tmp_path, monkeypatch, capfd):
+    """A damaged Fashion-MNIST label file (labels 200 and 255 among 0-9): one line naming the
+    labels and data.num_classes, exit 2, no run dir (it ended in an IndexError in training,
+    after the run dir and an on_exception.ckpt)."""
+    raw = tmp_path / "data" / "FashionMNIST" / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for prefix, n in (("train", 40), ("t10k", 10)):
+        labels = rng.integers(0, 10, n)
+        if prefix == "train":
+            labels[[3, 30]] = (200, 255)
+        write_idx(raw / f"{prefix}-images-idx3-ubyte", rng.integers(0, 255, (n, 28, 28)))
+        write_idx(raw / f"{prefix}-labels-idx1-ubyte", labels)
+    code, err = run_train(
+        tmp_path, monkeypatch, capfd, "data=fashion_mnist", "data.download=false",
+        "data.num_workers=0", "run_name=damaged",
+    )  # fmt: skip
+    assert code == 2
+    assert_one_clear_line(err, "labels 200, 255 outside 0 to 9", "data.num_classes=10")
+    assert not (tmp_path / "logs" / "train" / "runs" / "damaged").exists()
 
 
 def test_empty_dataset(tmp_path, monkeypatch, capfd):

@@ -12,7 +12,7 @@ from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
 from torch.utils.data import DataLoader, Dataset, random_split
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from trainlab.data.low_shot import class_balanced_subset
+from trainlab.data.low_shot import class_balanced_subset, kept_labels
 from trainlab.data.sampler import SeededSampler
 from trainlab.data.transforms import (
     DeviceNormalisation,
@@ -176,9 +176,27 @@ class ImageDataModule(L.LightningDataModule):
         for split, data in (("train", train), ("val", val), ("test", test)):
             if len(data) == 0:
                 raise DataError(f"the {split} split of {self.name} is empty: check data.root")
+            self._check_labels(split, data)
         self.train_set = Transformed(train, self.transform(train=True), random=self.augments())
         self.val_set = Transformed(val, self.transform(train=False))
         self.test_set = Transformed(test, self.transform(train=False))
+
+    def _check_labels(self, split: str, data: Dataset) -> None:
+        """Labels outside 0 to num_classes - 1 (a damaged label file, too few classes), where
+        the data set keeps its labels apart from its images: refused before a head meets one."""
+        labels = kept_labels(data)
+        if labels is None or len(labels) == 0:
+            return
+        outside = labels[(labels < 0) | (labels >= self.num_classes)].unique()
+        if len(outside):
+            shown = ", ".join(str(int(v)) for v in outside[:3]) + (
+                ", ..." if len(outside) > 3 else ""
+            )
+            raise DataError(
+                f"the {split} split of {self.name} has labels {shown} outside 0 to "
+                f"{self.num_classes - 1} (data.num_classes={self.num_classes}): its label "
+                f"files under data.root={self.root} are damaged, or data.num_classes is too small"
+            )
 
     def eval_splits(self) -> dict[str, Dataset]:
         """Train, val and test, all with the evaluation transform (no augmentation): what a

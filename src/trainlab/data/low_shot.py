@@ -12,15 +12,24 @@ from torch.utils.data import Dataset, Subset, TensorDataset
 from trainlab.utils.errors import DataError
 
 
-def labels_of(dataset: Dataset) -> torch.Tensor:
-    """Every label of a data set, without decoding images where the data set keeps its
-    labels (torchvision's ``targets``, a TensorDataset, Subsets of these)."""
+def kept_labels(dataset: Dataset) -> torch.Tensor | None:
+    """Every label of a data set where it keeps them apart from its images (torchvision's
+    ``targets``, a TensorDataset, Subsets of these); None where reading them means decoding."""
     if isinstance(dataset, Subset):
-        return labels_of(dataset.dataset)[torch.as_tensor(dataset.indices)]
+        inner = kept_labels(dataset.dataset)
+        return None if inner is None else inner[torch.as_tensor(dataset.indices, dtype=torch.long)]
     if isinstance(dataset, TensorDataset):
         return dataset.tensors[1]
     if hasattr(dataset, "targets"):
         return torch.as_tensor(dataset.targets)
+    return None
+
+
+def labels_of(dataset: Dataset) -> torch.Tensor:
+    """Every label of a data set: kept ones as they are, else read sample by sample."""
+    kept = kept_labels(dataset)
+    if kept is not None:
+        return kept
     return torch.tensor([int(dataset[i][1]) for i in range(len(dataset))])
 
 
