@@ -69,9 +69,13 @@ def uninterrupted(tmp_path_factory) -> Path:
     return log_dir / "train" / "runs" / "whole"
 
 
-def assert_ends_as(run_dir: Path, whole: Path) -> None:
-    """Every logged step's loss and every test metric of ``run_dir`` are ``whole``'s, bitwise."""
+def assert_ends_as(run_dir: Path, whole: Path, epochs: bool = True) -> None:
+    """Every logged step's loss (rank 0's), every epoch's train/loss (every rank's, the stopped
+    epoch's steps before and after the stop counted; ``epochs``) and every test metric of
+    ``run_dir`` are ``whole``'s, bitwise."""
     assert losses_by_step(run_dir) == losses_by_step(whole)
+    if epochs:
+        assert losses_by_step(run_dir, "train/loss") == losses_by_step(whole, "train/loss")
     test_metrics = [
         {
             k: v
@@ -112,8 +116,9 @@ def test_stop_signals_to_the_whole_process_group_save_and_the_resume_is_exact(
     """With 2 data workers, as SLURM's srun and `kill -- -PGID` signal a job: SIGTERM to the
     whole process group after step 8 (of 6 per epoch) stops the run after the next one,
     step 9, mid-epoch 1; resumed, SIGUSR1 to the group after step 10 stops it at 11; resumed
-    again, every step's train/loss equals the uninterrupted run's, bitwise, and no row of
-    the first parts is lost. The workers leave the signals to the main process
+    again, every step's train/loss equals the uninterrupted run's, bitwise, and so does each
+    epoch's mean (the stopped epoch's first steps counted), and no row of the first parts is
+    lost. The workers leave the signals to the main process
     (data/worker_signals.py): killed, they made the run fail with no checkpoint to resume."""
     job = [*SHORT, "data.num_workers=2"]
     assert train_in_process(monkeypatch, tmp_path, *job, "run_name=straight") == 0
@@ -136,6 +141,8 @@ def test_stop_signals_to_the_whole_process_group_save_and_the_resume_is_exact(
     expected = losses_by_step(tmp_path / "train" / "runs" / "straight")
     assert sorted(expected) == list(range(12))
     assert losses_by_step(run_dir) == expected
+    epochs = losses_by_step(tmp_path / "train" / "runs" / "straight", "train/loss")
+    assert len(epochs) == 2 and losses_by_step(run_dir, "train/loss") == epochs
 
 
 @pytest.mark.slow  # three train.py runs, 25 s: make test-slow, which CI runs
@@ -513,4 +520,7 @@ def test_submitit_requeue_on_the_slurm_signal_ends_as_if_uninterrupted(tmp_path,
     with (run_dir / "csv" / "metrics.csv").open() as f:
         steps = [row["step"] for row in csv.DictReader(f) if row.get("train/loss_step")]
     assert len(steps) == len(set(steps)) == 16  # every step logged once, none replayed
-    assert_ends_as(run_dir, uninterrupted)
+    # The stopped epoch's train/loss, every rank's, differs from the twin's in its 8th digit
+    # here (not under torchrun or Lightning's launcher): rank 1's losses after submitit's
+    # requeue are not compared bitwise yet (the SLURM issue).
+    assert_ends_as(run_dir, uninterrupted, epochs=False)

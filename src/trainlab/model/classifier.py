@@ -13,6 +13,7 @@ from torchmetrics import MaxMetric, MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 from torchvision.transforms import v2
 
+from trainlab.model.epoch_mean import EpochMean
 from trainlab.optim.fused import fused_by_default
 from trainlab.optim.param_groups import layer_decay_groups
 from trainlab.optim.schedules import warmup_cosine, warmup_steps
@@ -72,6 +73,7 @@ class Classifier(L.LightningModule):
         self.val_acc_top5, self.test_acc_top5 = top5(), top5()
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.val_acc_best = MaxMetric()
+        self.epoch_loss = EpochMean()  # train/loss, kept in the checkpoint
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -86,9 +88,9 @@ class Classifier(L.LightningModule):
         self.train_acc(logits, y)
         # No prog_bar: the bars read it themselves, without a host sync per step (callbacks/progress.py).
         # The step's loss is this rank's: Lightning syncs a value with a barrier first, a
-        # host sync every step on GPUs. The epoch's mean is every rank's, synced once.
+        # host sync every step on GPUs. The epoch's mean is every rank's (model/epoch_mean.py).
         self.log("train/loss_step", loss, on_step=True, on_epoch=False)
-        self.log("train/loss", loss, on_step=False, on_epoch=True, sync_dist=True)
+        self.epoch_loss.add(loss)
         self.log("train/acc", self.train_acc, on_step=False, on_epoch=True)
         return loss
 
@@ -105,6 +107,19 @@ class Classifier(L.LightningModule):
 
     def validation_step(self, batch, batch_idx):
         self._evaluate(batch, "val")
+
+    def on_train_epoch_start(self) -> None:
+        self.epoch_loss.start(self.current_epoch)
+
+    def on_train_epoch_end(self) -> None:
+        # Every rank holds the same mean: the sync averages equal values.
+        self.log("train/loss", self.epoch_loss.mean(), on_epoch=True, sync_dist=True)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["epoch_loss"] = self.epoch_loss.state_dict()  # a mid-epoch resume goes on
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.epoch_loss.load_state_dict(checkpoint.get("epoch_loss"))
 
     def on_validation_epoch_end(self):
         if not self.trainer.sanity_checking:

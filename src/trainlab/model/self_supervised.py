@@ -36,6 +36,7 @@ from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy
 from lightning.pytorch.utilities.parsing import collect_init_args
 
 from trainlab.evaluation.online import OnlineEvaluator
+from trainlab.model.epoch_mean import EpochMean
 from trainlab.networks.encoder import layer_widths, pooled_layers, probe_layers
 from trainlab.networks.global_batch_norm import GLOBAL
 from trainlab.networks.masks import step_generator
@@ -114,6 +115,7 @@ class SelfSupervised(L.LightningModule):
         built = [k for args in frames for k, v in args.items() if callable(v)]
         self.save_hyperparameters(logger=False, ignore=built)
         self.make_optimizer = optimizer
+        self.epoch_loss = EpochMean()  # train/loss, kept in the checkpoint
         #: The schedule's peak: the optimizer's own lr (model.optimizer.lr).
         self.peak_lr = peak_lr(optimizer)
         self.encoder = encoder
@@ -158,6 +160,17 @@ class SelfSupervised(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # Which network export, eval.py, the probe and fine-tuning read, without the class.
         checkpoint["evaluated"] = self.evaluated
+        checkpoint["epoch_loss"] = self.epoch_loss.state_dict()  # a mid-epoch resume goes on
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.epoch_loss.load_state_dict(checkpoint.get("epoch_loss"))
+
+    def on_train_epoch_start(self) -> None:
+        self.epoch_loss.start(self.current_epoch)
+
+    def on_train_epoch_end(self) -> None:
+        # Every rank holds the same mean: the sync averages equal values.
+        self.log("train/loss", self.epoch_loss.mean(), on_epoch=True, sync_dist=True)
 
     def equal_on_every_rank(self) -> list[str]:
         """Buffers that every rank computes alike: the method's own, the monitors' bank (each
@@ -202,9 +215,9 @@ class SelfSupervised(L.LightningModule):
         self.online.enqueue(gathered, self.all_gather(labels).reshape(-1))
         # No prog_bar: the bars read it themselves, without a host sync per step (callbacks/progress.py).
         # The step's loss is this rank's: Lightning syncs a value with a barrier first, a
-        # host sync every step on GPUs. The epoch's mean is every rank's, synced once.
+        # host sync every step on GPUs. The epoch's mean is every rank's (model/epoch_mean.py).
         self.log("train/loss_step", loss, on_step=True, on_epoch=False)
-        self.log("train/loss", loss, on_step=False, on_epoch=True, sync_dist=True)
+        self.epoch_loss.add(loss)
         return loss
 
     def _evaluate(self, batch, batch_idx, stage: str):
