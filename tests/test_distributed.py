@@ -73,7 +73,7 @@ def test_two_ranks_with_accumulation_update_like_one_big_batch(harness):
 def test_a_ddp_step_sends_the_gradients_and_little_else(tmp_path):
     """A 2-rank ViT-Tiny I-JEPA from train.py: one steady optimizer step, profiled by
     CommCounter, sends the gradients' bytes (all-reduced), the monitors' gather, var_cov's
-    gather of the global batch and its backward, and nothing else: no buffer broadcast (the
+    gather of the global batch and its backward, the step's loss, and nothing else: no buffer broadcast (the
     bank), no per-batch agreement of the stop signal. Its end-of-run feature table, sharded
     over the 2 ranks and bounded per class, reads what one process reads on the same
     checkpoint and images."""
@@ -104,8 +104,9 @@ def test_a_ddp_step_sends_the_gradients_and_little_else(tmp_path):
     # gloo runs, and torch's profiler records, as an all-reduce).
     assert run["comm_collectives_per_step"].keys() == {"all_reduce"}, run
     assert 0 < run["other_comm_bytes_per_step"] < 0.05 * run["comm_bytes_per_step"], run
-    # the monitors' features and labels, var_cov's pooled context
-    assert run["other_comm_collectives_per_step"] == {"all_gather": 3}, run
+    # the monitors' features and labels, var_cov's pooled context; the step's loss for the
+    # epoch's train/loss (model/epoch_mean.py: one float64)
+    assert run["other_comm_collectives_per_step"] == {"all_gather": 3, "all_reduce": 1}, run
     assert "gradient bytes sent/step" in result.stdout
     results = json.loads((tmp_path / "train" / "runs" / "comm" / "metrics.json").read_text())
     assert run["features_ranks"] == 2 and run["features_images"]["train"] == 300, run
