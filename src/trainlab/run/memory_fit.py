@@ -21,8 +21,10 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Annotated, Literal
 
 import torch
+from annotated_types import Interval
 from omegaconf import DictConfig, OmegaConf
 
 from trainlab.model.memory_estimate import (
@@ -34,11 +36,11 @@ from trainlab.model.memory_estimate import (
 )
 from trainlab.utils.errors import ConfigError
 from trainlab.utils.logging import get_logger
+from trainlab.utils.ranges import Positive
 
 log = get_logger(__name__)
 RECORD = "memory_fit.json"
 AUTOCAST = {"bf16-mixed": torch.bfloat16, "bf16": torch.bfloat16, "16-mixed": torch.float16}
-POLICIES = ("accumulate", "checkpoint", "refuse")
 
 
 @dataclass
@@ -93,38 +95,18 @@ def _gib(x: float) -> str:
     return f"{x / GIB:.3g} GiB"
 
 
-def check_settings(policy, device_gib, margin) -> None:
-    """memory_fit's policy, device size and margin, each refused in one line."""
-    if policy not in POLICIES:
-        raise ConfigError(
-            f"memory_fit.policy={policy!r} is not valid: give one of " + ", ".join(POLICIES)
-        )
-    number = lambda v: isinstance(v, int | float) and not isinstance(v, bool)  # noqa: E731
-    if device_gib is not None and not (number(device_gib) and device_gib > 0):
-        raise ConfigError(
-            f"memory_fit.device_gib={device_gib!r} is not valid: give a device's memory in GiB, "
-            "above 0, or null for the GPU's own"
-        )
-    if not (number(margin) and 0 <= margin < 1):
-        raise ConfigError(
-            f"memory_fit.margin={margin!r} is not valid: give the fraction of the device's "
-            "memory kept free, in [0, 1)"
-        )
-
-
 def fit_run(
     cfg: DictConfig,
     model,
     datamodule,
     world_size: int,
     rank_zero: bool,
-    policy: str = "accumulate",
-    device_gib: float | None = None,
-    margin: float = 0.2,
+    policy: Literal["accumulate", "checkpoint", "refuse"] = "accumulate",
+    device_gib: Positive | None = None,
+    margin: Annotated[float, Interval(ge=0, lt=1)] = 0.2,
 ) -> Fit | None:
     """The run's fit: as recorded in its run dir (a resume, a child rank), else decided;
     the model's checkpointing set to it. Rank 0 says it in one line."""
-    check_settings(policy, device_gib, margin)
     run_dir = Path(cfg.paths.output_dir)
     fit = recorded(run_dir) if cfg.get("resume") or not rank_zero else None
     source = " (as the run dir records it)" if fit is not None else ""
