@@ -285,3 +285,19 @@ def assert_one_clear_line(err: str, *needles: str):
     assert len(lines) == 1, err[-3000:]
     for needle in needles:
         assert needle in lines[0], lines[0]
+
+
+def run_harness(name: str, out: Path) -> list[dict]:
+    """tests/<name>.py, several Trainers in one 2-rank gloo job (start-up paid once): the
+    report each rank wrote to ``out``."""
+    import json
+
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / f"{name}.py"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=out,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]

@@ -3,17 +3,15 @@ and report their savings, I-JEPA trains under PowerSGD from train.py, and the co
 torch rejects are refused in one line."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 from conftest import (
     RANK_CONSISTENCY,
-    ROOT,
     TWO_CPU_RANKS,
     assert_one_clear_line,
     logged_series,
     run_cli,
+    run_harness,
     run_train,
 )
 
@@ -21,16 +19,7 @@ from conftest import (
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory):
     """tests/comm_hooks_harness.py: a Trainer per hook in one 2-rank job; one report per rank."""
-    out = tmp_path_factory.mktemp("comm_hooks_harness")
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "comm_hooks_harness.py"), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=out,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+    return run_harness("comm_hooks_harness", tmp_path_factory.mktemp("comm_hooks_harness"))
 
 
 @pytest.mark.slow  # the 2-process harness: make test-slow, which CI runs

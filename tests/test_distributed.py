@@ -3,7 +3,6 @@ its time is start-up), so each checks several things at once."""
 
 import json
 import subprocess
-import sys
 
 import pytest
 import torch
@@ -15,6 +14,7 @@ from conftest import (
     compose_cfg,
     logged_series,
     run_cli,
+    run_harness,
     run_torchrun_nodes,
 )
 from hydra.utils import instantiate
@@ -28,16 +28,7 @@ from trainlab.model.classifier import Classifier
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory):
     """tests/ddp_harness.py: several Trainers in one 2-rank job; one report per rank."""
-    out = tmp_path_factory.mktemp("harness")
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "ddp_harness.py"), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=out,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+    return run_harness("ddp_harness", tmp_path_factory.mktemp("harness"))
 
 
 @pytest.mark.slow  # the 2-process harness, 18 s: make test-slow, which CI runs

@@ -8,22 +8,13 @@ import sys
 
 import pytest
 import torch
-from conftest import FAST, ROOT, free_port, run_cli
+from conftest import FAST, ROOT, free_port, run_cli, run_harness
 
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory):
     """tests/fsdp_harness.py: several Trainers in one 2-rank job; one report per rank."""
-    out = tmp_path_factory.mktemp("fsdp_harness")
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "fsdp_harness.py"), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=out,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+    return run_harness("fsdp_harness", tmp_path_factory.mktemp("fsdp_harness"))
 
 
 @pytest.mark.slow  # the 2-process harness: make test-slow, which CI runs
