@@ -22,6 +22,8 @@ from PIL import Image
 from trainlab.data.base import ImageDataModule
 from trainlab.data.worker_signals import init_worker
 from trainlab.utils.errors import ConfigError, DataError
+from trainlab.utils.logging import get_logger
+from trainlab.utils.seeding import call_seeded, derived_seed, run_seed
 
 try:
     from litdata import StreamingDataLoader, StreamingDataset
@@ -32,8 +34,6 @@ except ModuleNotFoundError as e:
     raise ConfigError(
         'data=stream needs the package litdata, not installed: pip install "litdata==0.2.76"'
     ) from e
-from trainlab.utils.logging import get_logger
-from trainlab.utils.seeding import call_seeded, derived_seed, run_seed
 
 log = get_logger(__name__)
 
