@@ -1,5 +1,5 @@
 """What ``python train.py experiment=ijepa trainer.devices=8`` chooses on the GPUs people have:
-the memory fit (run/memory_fit.py) of the paper's ViT-H/14 at 256 images per GPU (global
+the memory fit (memory_fit/fit.py) of the paper's ViT-H/14 at 256 images per GPU (global
 batch 2048 over 8), decided on this CPU as every run decides it before its run dir.
 Writes benchmarks/fit_table.md; the README's table is its copy.
 
@@ -12,8 +12,8 @@ import hydra
 import torch
 from hydra import compose, initialize_config_dir
 
-from trainlab.model.memory_estimate import GIB, estimate_peak
-from trainlab.run.memory_fit import AUTOCAST, decide, random_inputs
+from trainlab.memory_fit.estimate import GIB, estimate_peak
+from trainlab.memory_fit.fit import AUTOCAST, decide, random_inputs
 from trainlab.utils.machine import machine
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -404,7 +404,7 @@ def memory_table(quick: bool) -> str:
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-    from trainlab.model.memory_estimate import GIB, estimate_peak
+    from trainlab.memory_fit.estimate import GIB, estimate_peak
     from trainlab.networks.masks import step_generator
 
     cuda = torch.cuda.is_available()
@@ -473,7 +473,7 @@ def memory_table(quick: bool) -> str:
     return f"""## (b) Peak memory, experiment=ijepa's model in bf16 ({gpu})
 
 Three full training steps (forward, backward, AdamW, EMA) per row, in one process;
-measured: torch.cuda.max_memory_allocated; estimated: trainlab.model.memory_estimate, counted
+measured: torch.cuda.max_memory_allocated; estimated: trainlab.memory_fit.estimate, counted
 on the CPU as a run decides its fit before its run dir (memory_fit), and on the GPU. The
 fit decision keeps memory_fit.margin (0.2: up to 1.25x the estimate) free.
 

@@ -1,4 +1,4 @@
-"""The memory fit part's estimate (model/memory_estimate.py) beside a measured peak on a CPU.
+"""The memory fit part's estimate (memory_fit/estimate.py) beside a measured peak on a CPU.
 
 python -m benchmarks.memory_estimate   # writes benchmarks/memory_estimate.md
 """
@@ -32,12 +32,12 @@ def timeline_peak_mib(model, optimizer, images, step: int) -> float:
 
 
 def estimate_against_measured(steps: int = 3, batch: int = 64) -> str:
-    """model/memory_estimate.py's estimate beside the timeline's peak on this CPU, I-JEPA
+    """memory_fit/estimate.py's estimate beside the timeline's peak on this CPU, I-JEPA
     (ViT-Tiny of depth 4 at 32 px, the paper's masks), with and without checkpointing."""
     from functools import partial
 
     from benchmarks.model import make_ijepa
-    from trainlab.model.memory_estimate import estimate_peak
+    from trainlab.memory_fit.estimate import estimate_peak
     from trainlab.utils.machine import machine
 
     encoder = dict(img_size=32, patch_size=4, in_chans=1, size="vit_tiny", depth=4)
@@ -56,7 +56,7 @@ def estimate_against_measured(steps: int = 3, batch: int = 64) -> str:
 
 Written by `python -m benchmarks.memory_estimate` on {machine()}. I-JEPA, ViT-Tiny of depth 4 at
 32 px (8 x 8 grid), predictor 2 x 96, the paper's masks, batch {batch}, float32. Estimated:
-trainlab.model.memory_estimate (what a run decides its fit from, before its run dir);
+trainlab.memory_fit.estimate (what a run decides its fit from, before its run dir);
 measured: the largest total of torch.profiler's memory timeline over each of {steps}
 training steps (forward, backward, AdamW; the first creates AdamW's state).
 

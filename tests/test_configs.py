@@ -167,9 +167,9 @@ NO_PACKAGE = {"experiment", "hparams_search", "debug", "launcher", "paths", "ext
 NO_GROUP = {"evaluation", "losses", "networks", "optim", "run", "utils"}
 # A LightningModule's config holds the nodes of the networks it is built from.
 PARTS = {"model": {"networks"}}
-# Hydra's own config (configs/hydra) holds one trainlab class, a sweep callback, and the
-# memory fit part's config its plan: run plumbing, both live in run/.
-ELSEWHERE = {"hydra": "run", "memory_fit": "run"}
+# Hydra's own config (configs/hydra) holds one trainlab class, a sweep callback: run plumbing,
+# in run/.
+ELSEWHERE = {"hydra": "run"}
 
 
 def test_config_folders_mirror_the_packages():

@@ -12,7 +12,7 @@ FLOORS = [
     ["networks", "losses"],
     ["evaluation"],
     ["model"],
-    ["callbacks", "logger", "strategy", "trainer"],
+    ["callbacks", "logger", "strategy", "trainer", "memory_fit"],
     ["run"],
     ["commands", "eval", "runs", "trainlab"],  # entry points, the package
 ]

@@ -1,5 +1,5 @@
-"""Will the run fit its device (run/memory_fit.py)? Decided before the run dir from the
-estimated peak (model/memory_estimate.py), for a device of a given size on this CPU."""
+"""Will the run fit its device (memory_fit/fit.py)? Decided before the run dir from the
+estimated peak (memory_fit/estimate.py), for a device of a given size on this CPU."""
 
 import json
 import signal
@@ -11,8 +11,8 @@ from conftest import compose_cfg, run_in_process
 from test_ijepa import tiny_ijepa
 
 import trainlab.commands
-from trainlab.model.memory_estimate import GIB, estimate_peak
-from trainlab.run.memory_fit import decide
+from trainlab.memory_fit.estimate import GIB, estimate_peak
+from trainlab.memory_fit.fit import decide
 from trainlab.utils.errors import ConfigError
 
 JOB = ["experiment=ijepa_digits", "data.global_batch_size=64", "model.encoder.depth=2"]
@@ -129,7 +129,7 @@ def logged(run_dir, key: str) -> dict[str, str]:
 
 
 def test_a_resume_with_another_device_size_says_the_run_keeps_its_fit(tmp_path, caplog):
-    """resume=true with another memory_fit value keeps the recorded fit (run/memory_fit.py);
+    """resume=true with another memory_fit value keeps the recorded fit (memory_fit/fit.py);
     the log must not claim that the new value applies now."""
     import logging
 

@@ -1,10 +1,10 @@
 """A printed estimate of a self-supervised run's peak memory per device, before its first step
-(model/memory_estimate.py), on the run's device under its precision."""
+(memory_fit/estimate.py), on the run's device under its precision."""
 
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy
 
-from trainlab.model.memory_estimate import GIB, estimate_peak, random_batch
+from trainlab.memory_fit.estimate import GIB, estimate_peak, random_batch
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)

@@ -169,7 +169,7 @@ def warn_resume_changes(cfg: DictConfig) -> None:
     if cfg.get("resume") and rundir.is_global_zero() and saved.is_file():
         # compared with the command line, never built: its classes need no check
         for change in resume_changes(load_run_config(saved, check=False), cfg):
-            if change.startswith("memory_fit."):  # run/memory_fit.py keeps the run's choice
+            if change.startswith("memory_fit."):  # memory_fit/fit.py keeps the run's choice
                 log.warning(f"resume: {change} (the run keeps the fit chosen at its first start)")
             else:
                 log.warning(f"resume: {change} (differs from the run's config.yaml; applies now)")

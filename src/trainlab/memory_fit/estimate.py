@@ -12,7 +12,7 @@ checkpointing stops saving, over the blocks it covers (a mean block). Against th
 measured on a CPU (benchmarks/memory_estimate.md) it reads 1.07x with checkpointing (0.83x
 with a block's activations counted once) and 1.14x without: above, as the probes' context
 count, of 4 images, is above a larger batch's minimum. Allocator fragmentation and the forward's transient buffers are
-left out: the fit decision keeps a margin for them (run/memory_fit.py).
+left out: the fit decision keeps a margin for them (memory_fit/fit.py).
 torch has no such estimate before a step.
 """
 

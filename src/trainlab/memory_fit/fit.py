@@ -1,4 +1,4 @@
-"""Will the run fit the device? The estimated peak per device (model/memory_estimate.py)
+"""Will the run fit the device? The estimated peak per device (memory_fit/estimate.py)
 against the device's memory, decided before the run dir exists, with ``memory_fit.policy``
 for a run that does not fit (the memory fit part, docs/parts/memory_fit.md: the checks call
 ``memory_fit``'s partial, configs/memory_fit/default.yaml):
@@ -27,7 +27,7 @@ import torch
 from annotated_types import Interval
 from omegaconf import DictConfig, OmegaConf
 
-from trainlab.model.memory_estimate import (
+from trainlab.memory_fit.estimate import (
     GIB,
     PeakEstimate,
     estimate_peak,
