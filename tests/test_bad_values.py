@@ -91,7 +91,7 @@ ROWS = [
     ("model.init_from={root}/fifo.ckpt", "is a FIFO, a socket or a device, not a file"),
     ("resume=true resume_from=nowhere.ckpt", "pass one of them"),
     ("model.init_from=/nonexistent/weights.pth.tar", "/nonexistent/weights.pth.tar"),
-    # found by preflight alone (run/checks/preflight.py): the model built, one real batch through it
+    # found by preflight alone (checks/preflight.py): the model built, one real batch through it
     ("data.views=[{{}},{{}}]", "the first training batch"),  # braces escaped: ROWS are formatted
     ("model.predictor.num_heads=5", "divisible by num_heads"),
     (
@@ -99,7 +99,7 @@ ROWS = [
         "model.encoder.size='vit_enormous' is not valid: input should be 'vit_tiny'",
     ),
     ("experiment=digits_classifier model.label_smoothing=1.5", "label_smoothing"),
-    # types the config gives a key, held on the command line (run/checks/override_types.py)
+    # types the config gives a key, held on the command line (checks/override_types.py)
     ("compile=maybe", "compile takes true or false"),
     ("matmul_precision=fast", "matmul_precision='fast' is not valid: give one of highest"),
     # a run that fits its device no way, before its run dir (the memory fit part)

@@ -11,7 +11,7 @@ import pytest
 import torch
 from conftest import CONFIGS, EXPERIMENTS, ROOT
 
-from trainlab.run.checks.config import check_config
+from trainlab.checks.config import check_config
 
 
 def test_there_are_experiments():
@@ -164,12 +164,12 @@ def test_experiment_changes_to_a_group_chosen_on_the_command_line_are_named():
 # Trainer has trainer/ for its plugins; these have nothing of ours) or compose other groups.
 NO_PACKAGE = {"experiment", "hparams_search", "debug", "launcher", "paths", "extras"}
 # Packages no config group instantiates: they are called by code, not chosen by config.
-NO_GROUP = {"evaluation", "losses", "networks", "optim", "run", "utils"}
+NO_GROUP = {"checks", "evaluation", "losses", "networks", "optim", "run", "utils"}
 # A LightningModule's config holds the nodes of the networks it is built from.
 PARTS = {"model": {"networks"}}
-# Hydra's own config (configs/hydra) holds one trainlab class, a sweep callback: run plumbing,
-# in run/.
-ELSEWHERE = {"hydra": "run"}
+# Hydra's own config (configs/hydra) holds two trainlab callbacks: the sweep summary (run/)
+# and where a job's run lives (checks/placement.py).
+ELSEWHERE = {"hydra": {"run", "checks"}}
 
 
 def test_config_folders_mirror_the_packages():
@@ -182,8 +182,8 @@ def test_config_folders_mirror_the_packages():
     for group in groups - {"experiment"}:  # experiments set every group
         text = "\n".join(f.read_text() for f in (CONFIGS / group).rglob("*.yaml"))
         used = set(re.findall(r"_target_:\s*trainlab\.(\w+)\.", text))
-        home = ELSEWHERE.get(group, group)
-        allowed = {home} | PARTS.get(group, set())
+        home = ELSEWHERE.get(group, {group})
+        allowed = home | PARTS.get(group, set())
         assert used <= allowed, f"configs/{group}/ instantiates trainlab.{used - allowed}"
         if group not in NO_PACKAGE | ELSEWHERE.keys():
             assert group in packages, f"configs/{group}/ has no src/trainlab/{group}/"

@@ -210,7 +210,7 @@ def test_per_rank_batchnorm_on_two_ranks_is_refused_unless_named(tmp_path):
     """2 ranks with a per-rank BatchNorm in the encoder differ from 1 process with no word:
     refused in one line naming the key, kept where the user names per_rank; and
     trainer.sync_batchnorm=true, which would drop a BatchNormAct2d's activation, refused."""
-    from trainlab.run.checks.preflight import check_batch_statistics
+    from trainlab.checks.preflight import check_batch_statistics
     from trainlab.utils.errors import ConfigError
 
     model, cfg = model_of(tmp_path, "vicreg_digits_resnet")

@@ -13,14 +13,14 @@ FLOORS = [
     ["evaluation"],
     ["model"],
     ["callbacks", "logger", "strategy", "trainer", "memory_fit"],
-    ["run"],
+    ["run", "checks"],  # run/ calls check(cfg); the checks read run dirs and batch sizes
     ["commands", "eval", "runs", "trainlab"],  # entry points, the package
 ]
 FLOOR = {name: i for i, names in enumerate(FLOORS) for name in names}
 
 
 def package(module: str) -> str:
-    """trainlab.networks.vit -> networks; trainlab.run.checks.preflight -> run."""
+    """trainlab.networks.vit -> networks; trainlab.checks.preflight -> run."""
     parts = module.split(".")[1:]
     return parts[0] if parts else "trainlab"
 

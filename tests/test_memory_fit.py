@@ -136,7 +136,7 @@ def test_a_resume_with_another_device_size_says_the_run_keeps_its_fit(tmp_path, 
     from conftest import compose_cfg
     from omegaconf import OmegaConf
 
-    from trainlab.run.checks import warn_resume_changes
+    from trainlab.checks import warn_resume_changes
 
     first = compose_cfg(tmp_path, ["memory_fit.device_gib=80"])
     (tmp_path / "run").mkdir()

@@ -1,4 +1,4 @@
-"""Where a run lives (run/checks/placement.py), how a sweep checks its jobs, and what a refused
+"""Where a run lives (checks/placement.py), how a sweep checks its jobs, and what a refused
 resume leaves: each refusal one line, exit 2, nothing written anywhere."""
 
 import os
@@ -85,7 +85,7 @@ def test_a_run_dir_given_on_the_command_line_may_lie_outside_the_log_root(tmp_pa
 def test_nested_run_names_work_and_their_resume_hint_names_the_whole_name(tmp_path):
     from omegaconf import OmegaConf
 
-    from trainlab.run.checks.placement import continue_command
+    from trainlab.checks.placement import continue_command
 
     cfg = OmegaConf.create({"paths": {"log_dir": str(tmp_path)}, "task_name": "train",
                             "run_name": "a/b"})  # fmt: skip
@@ -203,7 +203,7 @@ def test_a_resume_without_the_runs_config_is_one_line_and_changes_nothing(tmp_pa
 
 def test_every_resolver_configs_use_may_be_read_from_disk():
     """A run dir's config.yaml holds configs/' own interpolations: each must pass the judge."""
-    from trainlab.run.checks.allowed_targets import DISK_RESOLVERS, resolvers_in
+    from trainlab.checks.allowed_targets import DISK_RESOLVERS, resolvers_in
 
     used = {
         name

@@ -73,7 +73,7 @@ def test_eval_refuses_a_planted_target_and_nothing_runs(finished_run, tmp_path, 
 
 
 def test_a_target_in_a_list_or_by_interpolation_is_refused_too(tmp_path):
-    from trainlab.run.checks.allowed_targets import check_targets
+    from trainlab.checks.allowed_targets import check_targets
     from trainlab.utils.errors import ConfigError
 
     listed = OmegaConf.create({"callbacks": [{"_target_": "lightning.pytorch.callbacks.ModelCheckpoint"}, {"_target_": "os.system"}]})  # fmt: skip
@@ -87,7 +87,7 @@ def test_a_target_in_a_list_or_by_interpolation_is_refused_too(tmp_path):
 
 
 def test_the_allow_list_is_derived_from_configs_and_refuses_other_code():
-    from trainlab.run.checks.allowed_targets import is_allowed
+    from trainlab.checks.allowed_targets import is_allowed
     from trainlab.utils.source import configured_targets
 
     targets = configured_targets()
@@ -124,7 +124,7 @@ def test_every_planted_payload_is_refused_as_text_and_imports_nothing(tmp_path):
     import prints the Zen of Python) never imported."""
     import sys
 
-    from trainlab.run.checks.allowed_targets import check_targets
+    from trainlab.checks.allowed_targets import check_targets
     from trainlab.utils.errors import ConfigError
 
     victim = tmp_path / "victim.txt"
@@ -138,7 +138,7 @@ def test_every_planted_payload_is_refused_as_text_and_imports_nothing(tmp_path):
 
 
 def test_a_damaged_interpolation_in_a_run_config_is_one_line():
-    from trainlab.run.checks.allowed_targets import check_targets
+    from trainlab.checks.allowed_targets import check_targets
     from trainlab.utils.errors import ConfigError
 
     damaged = OmegaConf.create({"data": {"root": "${paths.nowhere}/digits"}})

@@ -384,7 +384,7 @@ def test_the_progress_line_ends_at_max_steps_when_they_stop_the_run_first(capsys
 
 def test_a_shortened_recipe_warns_that_its_last_epochs_are_not_validated(tmp_path, caplog):
     """ijepa_mnist validates every 5 epochs: cut to 3, it would end without a val/probe_acc."""
-    from trainlab.run.checks.config import warn_unvalidated_epochs
+    from trainlab.checks.config import warn_unvalidated_epochs
 
     warn_unvalidated_epochs(compose_cfg(tmp_path, ["experiment=ijepa_mnist"]))
     assert "not validated" not in caplog.text
@@ -397,7 +397,7 @@ def test_a_shortened_recipe_warns_that_its_last_epochs_are_not_validated(tmp_pat
 def test_preflight_leaves_the_runs_model_as_it_was_built(tmp_path):
     """The model preflight puts a batch through is the run's own (built once): its weights,
     buffers and modes are as built, and a classifier's train/acc counts no preflight image."""
-    from trainlab.run.checks.preflight import build_model, preflight
+    from trainlab.checks.preflight import build_model, preflight
 
     cfg = compose_cfg(tmp_path, ["experiment=digits_classifier"])
     datamodule = hydra.utils.instantiate(cfg.data)

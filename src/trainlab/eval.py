@@ -23,9 +23,9 @@ from trainlab.run.checkpoint_config import (
     copy_unless_given,
     run_config_of,
 )
-from trainlab.run.checks.config import check_config
-from trainlab.run.checks.copied_run import confine_data, confine_encoder, confine_model
-from trainlab.run.checks.hydra_errors import one_line_hydra_errors
+from trainlab.checks.config import check_config
+from trainlab.checks.copied_run import confine_data, confine_encoder, confine_model
+from trainlab.checks.hydra_errors import one_line_hydra_errors
 from trainlab.run.failures import run_task
 from trainlab.run.run_dir import (
     guard,
@@ -47,7 +47,7 @@ log = get_logger(__name__)
 def copied_run_config(cfg: DictConfig, ckpt: Path) -> DictConfig | None:
     """The config of the run that wrote ``ckpt`` (``<run_dir>/checkpoints/<ckpt>``), or None
     where there is none; its data and model, where this command takes them, confined to
-    shapes and formats (run/checks/copied_run.py): a copied run dir reaches no network."""
+    shapes and formats (checks/copied_run.py): a copied run dir reaches no network."""
     train_cfg = run_config_of(ckpt)
     if train_cfg is None:
         return None

@@ -18,9 +18,9 @@ from pathlib import Path
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf, open_dict
 
-from trainlab.run.checks.config import check_config
-from trainlab.run.checks.override_types import check_override_types
-from trainlab.run.checks.placement import check_name, place_job
+from trainlab.checks.config import check_config
+from trainlab.checks.override_types import check_override_types
+from trainlab.checks.placement import check_name, place_job
 from trainlab.utils.errors import ConfigError, UserError, one_line
 from trainlab.utils.hydra_internals import BasicSweeperHooks
 

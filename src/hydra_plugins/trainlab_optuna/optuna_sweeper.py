@@ -37,7 +37,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf, read_write
 
-from trainlab.run.checks.config import check_types
+from trainlab.checks.config import check_types
 from trainlab.utils.errors import ConfigError
 from trainlab.utils.optuna_internals import trial_id
 from trainlab.utils.ranges import Count

@@ -78,7 +78,7 @@ class EpochStreamingDataLoader(StreamingDataLoader):
 class StreamDataModule(ImageDataModule):
     """``root`` holds train/ and val/ shards; val serves as validation and test split."""
 
-    # No preflight batch (run/checks/preflight.py): the stream's datasets, built in setup, must be
+    # No preflight batch (checks/preflight.py): the stream's datasets, built in setup, must be
     # built on each rank after the process group exists, not once on rank 0 before it.
     preflight_batch = False
     name = "stream"

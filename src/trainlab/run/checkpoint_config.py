@@ -7,8 +7,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from trainlab.run.checks.allowed_targets import check_targets
-from trainlab.run.checks.copied_run import confine_encoder
+from trainlab.checks.allowed_targets import check_targets
+from trainlab.checks.copied_run import confine_encoder
 from trainlab.run.run_yaml import read_run_yaml
 from trainlab.utils.logging import get_logger
 
@@ -32,7 +32,7 @@ def run_config_of(ckpt: str | Path) -> DictConfig | None:
 
 
 def load_run_config(path: Path, check: bool = True) -> DictConfig:
-    """A run dir's config.yaml, refused if it names any class that trainlab's configs do not (run/checks/allowed_targets.py): a
+    """A run dir's config.yaml, refused if it names any class that trainlab's configs do not (checks/allowed_targets.py): a
     shared run dir must not run code when it is opened. ``check=False`` only where nothing
     of it is built (resume's comparison with the command line)."""
     cfg = read_run_yaml(path)  # size and aliases checked before it is parsed

@@ -1,7 +1,7 @@
 """The ranges a constructor's arguments take, written into its signature.
 
 A class that a config instantiates says what each number may be where it names it
-(``weight_decay: DecaySchedule``, ``depth: Count``); trainlab.run.checks.config validates every
+(``weight_decay: DecaySchedule``, ``depth: Count``); trainlab.checks.config validates every
 ``_target_`` node of the composed config against these signatures with pydantic before
 anything is built, and names the key that breaks one. Plain ``annotated_types``: a new
 class may write its own (``Annotated[float, Interval(ge=0, lt=1)]``) as well as use these.

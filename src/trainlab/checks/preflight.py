@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader
 from trainlab.model.self_supervised import SelfSupervised
 from trainlab.networks.global_batch_norm import per_rank_batch_norms
 from trainlab.networks.masks import step_generator
-from trainlab.run.checks.config import dict_nodes
+from trainlab.checks.config import dict_nodes
 from trainlab.utils.errors import ConfigError, UserError, one_line
 from trainlab.utils.logging import get_logger
 

@@ -27,8 +27,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from trainlab.run import run_dir as rundir
-from trainlab.run.checks.config import check_config
-from trainlab.run.checks.override_types import check_override_types
+from trainlab.checks.config import check_config
+from trainlab.checks.override_types import check_override_types
 from trainlab.run.overrides import resume_changes
 from trainlab.strategy.submitit_ranks import adopt_submitit_local_ranks
 from trainlab.utils.errors import ConfigError
@@ -69,7 +69,7 @@ def check(cfg: DictConfig) -> Accepted:
     config. ``cfg`` is not changed."""
     from trainlab.networks.weights import check_fits
     from trainlab.run.batch import batch_for_world  # torch and Lightning
-    from trainlab.run.checks.preflight import (
+    from trainlab.checks.preflight import (
         build_model,
         check_batch_statistics,
         dry_trainer,

@@ -14,7 +14,7 @@ on a server or in a cache of its own, the command line names it, in one line.
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from trainlab.run.checks.config import dict_nodes
+from trainlab.checks.config import dict_nodes
 from trainlab.utils.errors import ConfigError
 from trainlab.utils.omegaconf_internals import is_interpolation, node_at, raw_value
 from trainlab.utils.source import defines_class
