@@ -1,15 +1,25 @@
-"""DINO, the third family: its state (the centre) moves in training steps only, a stopped run
-resumes bitwise, the centre is the global batch's on every rank, and the head's prototype
-rows keep norm 1."""
+"""DINO, the third family (a part, docs/parts/dino.md): its loss against the formula, its
+state (the centre) moves in training steps only, the head's prototype rows keep norm 1, and on
+a timm CNN its teacher's BatchNorm follows the student and the teacher is what export, the
+end-of-run table and a probe read."""
+
+import json
 
 import hydra
 import pytest
+import timm
 import torch
-from conftest import compose_cfg
+import torch.nn.functional as F
+from conftest import compose_cfg, run_in_process
+from omegaconf import OmegaConf
 
+import trainlab.commands
+from trainlab.losses.dino import DINOLoss
 from trainlab.networks.encoder import pooled_layers
+from trainlab.networks.global_batch_norm import GlobalBatchNorm2d
 from trainlab.networks.heads import ProjectionHead
 from trainlab.networks.masks import step_generator
+from trainlab.networks.weights import export_encoder
 
 SMALL = ["experiment=dino_digits", "model.encoder.depth=1", "data.batch_size=16"]
 
@@ -17,6 +27,21 @@ SMALL = ["experiment=dino_digits", "model.encoder.depth=1", "data.batch_size=16"
 def small_dino(tmp_path):
     cfg = compose_cfg(tmp_path, SMALL)
     return hydra.utils.instantiate(cfg.model)
+
+
+FAMILIES = ["resnet", "convnext", "timm"]  # timm: efficientnet_b0, BatchNormAct2d
+
+
+def cnn_dino(tmp_path, family: str = "resnet"):
+    cfg = compose_cfg(tmp_path, ["experiment=dino_digits_resnet", f"model/encoder={family}"])
+    torch.manual_seed(0)
+    return hydra.utils.instantiate(cfg.model), cfg
+
+
+def views_of(cfg, batch: int = 8):
+    g = torch.Generator().manual_seed(1)
+    size = cfg.data.image_size
+    return [torch.randn(batch, 1, size, size, generator=g) for _ in cfg.data.views]
 
 
 def views(batch=16):
@@ -60,3 +85,108 @@ def test_the_prototypes_keep_rows_of_norm_one_and_too_few_views_are_refused(tmp_
     assert not head.prototypes.parametrizations.weight.original0.requires_grad
     with pytest.raises(ValueError, match="DINO reads 2 global views"):
         small_dino(tmp_path).loss([torch.randn(2, 1, 16, 16)], step_generator(0, 0, 0))
+
+
+def test_dino_loss_is_the_cross_entropy_over_every_other_view():
+    g = torch.Generator().manual_seed(0)
+    student = [torch.randn(8, 32, generator=g) for _ in range(4)]  # 2 global, 2 local views
+    teacher = [torch.randn(8, 32, generator=g) for _ in range(2)]
+    center = torch.randn(32, generator=g)
+    dino = DINOLoss(student_temp=0.1, teacher_temp=0.04)
+    targets = dino.targets(teacher, center)
+    by_hand = torch.stack([
+        -(F.softmax((teacher[i] - center) / 0.04, -1) * F.log_softmax(student[j] / 0.1, -1)).sum(-1).mean()
+        for i in range(2) for j in range(4) if j != i
+    ]).mean()  # fmt: skip
+    assert dino(student, targets) == pytest.approx(by_hand.item(), rel=1e-6)
+    for t in targets:  # a distribution over the prototypes per global view
+        assert torch.allclose(t.sum(-1), torch.ones(8))
+
+
+def test_dino_loss_is_lowest_when_the_student_predicts_the_target():
+    g = torch.Generator().manual_seed(0)
+    teacher = [torch.randn(16, 10, generator=g) for _ in range(2)]
+    dino = DINOLoss(student_temp=1.0, teacher_temp=1.0)
+    targets = dino.targets(teacher, torch.zeros(10))
+    matched = dino([teacher[1], teacher[0]], targets)  # view j predicts target i != j
+    random = dino([torch.randn(16, 10, generator=g) for _ in range(2)], targets)
+    assert matched < random
+
+
+def test_a_teachers_batchnorm_statistics_follow_its_student(tmp_path):
+    """A teacher runs in eval mode, so its own BatchNorm never moves: after the EMA step it
+    holds the student's statistics (``target_buffers = "copy"``), or their average."""
+    model, cfg = cnn_dino(tmp_path)
+    model.train()
+    batch_norms = [m for m in model.target_encoder.modules() if isinstance(m, GlobalBatchNorm2d)]
+    assert batch_norms and all(int(m.num_batches_tracked) == 0 for m in batch_norms)
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01)
+    for step in range(3):
+        loss, _ = model.loss(views_of(cfg), step_generator(0, 0, step))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        model.update_state()
+        model.update_target(0.9)
+    teacher, student = model.target_encoder.bn1, model.encoder.bn1
+    assert int(teacher.num_batches_tracked) == int(student.num_batches_tracked) > 0
+    assert teacher.running_mean.abs().sum() > 0
+    assert torch.equal(teacher.running_var, student.running_var)
+    before = teacher.running_mean.clone()
+    model.target_buffers = "average"
+    with torch.no_grad():
+        model.encoder.bn1.running_mean.add_(1.0)
+    model.update_target(0.75)
+    assert torch.allclose(teacher.running_mean, before + 0.25, atol=1e-6)
+
+
+@pytest.mark.slow  # two train.py runs (about 40 s): make test-slow
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_cnn_run_is_rated_and_probed_from_its_checkpoint(tmp_path, monkeypatch, family):
+    """DINO on a timm CNN from train.py: the end-of-run table rates its teacher against the
+    pixels and a random CNN; experiment=linear_probe on its checkpoint builds the run's
+    encoder (family and all) and trains."""
+    short = ["trainer.max_epochs=1", "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
+             "data.batch_size=16", "test=false", "extras.print_config=false",
+             "features.train_per_class=10", "features.eval_per_class=5", f"paths.log_dir={tmp_path}"]  # fmt: skip
+    train = trainlab.commands.train_command
+    argv = ["train.py", "experiment=dino_digits_resnet", f"model/encoder={family}", *short]
+    assert run_in_process(train, [*argv, "run_name=cnn"], monkeypatch) == 0
+    run_dir = tmp_path / "train" / "runs" / "cnn"
+    metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
+    for key in ("features/linear_acc", "baseline/random_linear_acc", "baseline/pixels_knn_acc"):
+        assert 0 <= metrics[key] <= 1, key
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    assert torch.load(ckpt, weights_only=True)["evaluated"] == "target_encoder"
+    probe = ["train.py", "experiment=linear_probe", f"model.init_from={ckpt}", *short, "run_name=probe"]  # fmt: skip
+    assert run_in_process(train, probe, monkeypatch) == 0
+    probed = json.loads((tmp_path / "train" / "runs" / "probe" / "metrics.json").read_text())
+    assert "val/acc" in probed["metrics"]
+    saved = OmegaConf.load(tmp_path / "train" / "runs" / "probe" / "config.yaml")
+    assert saved.model.net.encoder.model_name == {"resnet": "resnet18", "convnext": "convnext_atto", "timm": "efficientnet_b0"}[family]  # fmt: skip
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_export_writes_the_teacher_that_timm_loads_as_it_is(tmp_path, family):
+    """The checkpoint names the teacher, export writes it, and
+    ``timm.create_model(name, num_classes=0, in_chans=1)`` loads it strictly and computes
+    what the run's teacher computes."""
+    model, cfg = cnn_dino(tmp_path, family)
+    with torch.no_grad():  # a teacher unlike its student, so a wrong pick shows
+        for p in model.encoder.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    ckpt = tmp_path / "last.ckpt"
+    checkpoint = {"state_dict": model.state_dict()}
+    model.on_save_checkpoint(checkpoint)
+    assert checkpoint["evaluated"] == "target_encoder"
+    torch.save(checkpoint, ckpt)
+    out = export_encoder(ckpt, tmp_path / "encoder.safetensors")
+    timm_model = timm.create_model(
+        cfg.model.encoder.model_name, num_classes=0, in_chans=1, pretrained=True,
+        pretrained_cfg_overlay={"file": str(out)},
+    ).eval()  # fmt: skip
+    teacher = model.target_encoder.eval()
+    x = torch.randn(2, 1, 32, 32)
+    assert torch.allclose(timm_model(x), teacher(x), atol=1e-5)
+    assert not torch.allclose(model.encoder.eval()(x), teacher(x), atol=1e-5)
+    assert torch.allclose(model.eval()(x), teacher(x))  # the evaluation forward reads it too

@@ -1,6 +1,6 @@
 """Any timm encoder behind timm's own contract (networks/encoder.py): a ResNet and a ConvNeXt
 train, are monitored, rated, exported into timm and probed like the project's ViT; their
-BatchNorm is the global batch's and a teacher's statistics follow its student."""
+BatchNorm is the global batch's."""
 
 import copy
 import json
@@ -10,7 +10,7 @@ import timm
 import torch
 from conftest import compose_cfg, run_in_process
 from hydra.utils import instantiate
-from omegaconf import OmegaConf, open_dict
+from omegaconf import open_dict
 
 import trainlab.commands
 from trainlab.evaluation.features import encoder_views
@@ -22,7 +22,6 @@ from trainlab.networks.global_batch_norm import (
     per_rank_batch_norms,
 )
 from trainlab.networks.grad_strides import keep_grad_strides, same_layout
-from trainlab.networks.masks import step_generator
 from trainlab.networks.vit import ViTEncoder
 from trainlab.networks.weights import export_encoder
 from trainlab.utils import torch_internals
@@ -36,11 +35,6 @@ def model_of(tmp_path, experiment: str, encoder: str | None = None):
     cfg = compose_cfg(tmp_path, overrides)
     torch.manual_seed(0)
     return instantiate(cfg.model), cfg
-
-
-def views(cfg, batch: int = 8):
-    g = torch.Generator().manual_seed(1)
-    return [torch.randn(batch, 1, cfg.data.image_size, cfg.data.image_size, generator=g) for _ in cfg.data.views]  # fmt: skip
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -62,43 +56,12 @@ def test_a_timm_encoder_is_read_through_timms_api_alone(tmp_path, family):
     assert got["last"].shape == (3, widths[-1]) and got["last4"].shape == (3, sum(widths))
 
 
-def test_a_teachers_batchnorm_statistics_follow_its_student(tmp_path):
-    """A teacher runs in eval mode, so its own BatchNorm never moves: after the EMA step it
-    holds the student's statistics (``target_buffers = "copy"``), or their average."""
-    model, cfg = model_of(tmp_path, "dino_digits_resnet")
-    model.train()
-    batch_norms = [m for m in model.target_encoder.modules() if isinstance(m, GlobalBatchNorm2d)]
-    assert batch_norms and all(int(m.num_batches_tracked) == 0 for m in batch_norms)
-    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01)
-    for step in range(3):
-        loss, _ = model.loss(views(cfg), step_generator(0, 0, step))
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        model.update_state()
-        model.update_target(0.9)
-    teacher, student = model.target_encoder.bn1, model.encoder.bn1
-    assert int(teacher.num_batches_tracked) == int(student.num_batches_tracked) > 0
-    assert teacher.running_mean.abs().sum() > 0
-    assert torch.equal(teacher.running_var, student.running_var)
-    before = teacher.running_mean.clone()
-    model.target_buffers = "average"
-    with torch.no_grad():
-        model.encoder.bn1.running_mean.add_(1.0)
-    model.update_target(0.75)
-    assert torch.allclose(teacher.running_mean, before + 0.25, atol=1e-6)
-
-
-@pytest.mark.parametrize("experiment", ["vicreg_digits_resnet", "dino_digits_resnet"])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_export_writes_the_evaluated_network_that_timm_loads_as_it_is(tmp_path, experiment, family):
-    """VICReg's encoder, DINO's teacher: the checkpoint names it, export writes it, and
-    ``timm.create_model(name, num_classes=0, in_chans=1)`` loads it strictly and computes
+def test_export_writes_the_evaluated_network_that_timm_loads_as_it_is(tmp_path, family):
+    """VICReg's encoder (DINO's teacher: tests/test_dino.py): the checkpoint names it, export
+    writes it, and ``timm.create_model(name, num_classes=0, in_chans=1)`` loads it strictly and computes
     what the run's network computes."""
-    model, cfg = model_of(tmp_path, experiment, family)
-    with torch.no_grad():  # a teacher unlike its student, so a wrong pick shows
-        for p in model.encoder.parameters():
-            p.add_(0.01 * torch.randn_like(p))
+    model, cfg = model_of(tmp_path, "vicreg_digits_resnet", family)
     ckpt = tmp_path / "last.ckpt"
     checkpoint = {"state_dict": model.state_dict()}
     model.on_save_checkpoint(checkpoint)
@@ -136,32 +99,6 @@ def test_buffers_kept_from_ddps_broadcast_add_to_the_list():
     keep_out_of_buffer_broadcast(module, ["b.y"])
     keep_out_of_buffer_broadcast(module, ["a.x", "c.z"])
     assert torch_internals.ddp_ignored_names(module) == {"a.x", "b.y", "c.z"}
-
-
-@pytest.mark.slow  # two train.py runs (about 40 s): make test-slow
-@pytest.mark.parametrize("family", FAMILIES)
-def test_a_cnn_run_is_rated_and_probed_from_its_checkpoint(tmp_path, monkeypatch, family):
-    """DINO on a timm CNN from train.py: the end-of-run table rates its teacher against the
-    pixels and a random CNN; experiment=linear_probe on its checkpoint builds the run's
-    encoder (family and all) and trains."""
-    short = ["trainer.max_epochs=1", "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
-             "data.batch_size=16", "test=false", "extras.print_config=false",
-             "features.train_per_class=10", "features.eval_per_class=5", f"paths.log_dir={tmp_path}"]  # fmt: skip
-    train = trainlab.commands.train_command
-    argv = ["train.py", "experiment=dino_digits_resnet", f"model/encoder={family}", *short]
-    assert run_in_process(train, [*argv, "run_name=cnn"], monkeypatch) == 0
-    run_dir = tmp_path / "train" / "runs" / "cnn"
-    metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
-    for key in ("features/linear_acc", "baseline/random_linear_acc", "baseline/pixels_knn_acc"):
-        assert 0 <= metrics[key] <= 1, key
-    ckpt = run_dir / "checkpoints" / "last.ckpt"
-    assert torch.load(ckpt, weights_only=True)["evaluated"] == "target_encoder"
-    probe = ["train.py", "experiment=linear_probe", f"model.init_from={ckpt}", *short, "run_name=probe"]  # fmt: skip
-    assert run_in_process(train, probe, monkeypatch) == 0
-    probed = json.loads((tmp_path / "train" / "runs" / "probe" / "metrics.json").read_text())
-    assert "val/acc" in probed["metrics"]
-    saved = OmegaConf.load(tmp_path / "train" / "runs" / "probe" / "config.yaml")
-    assert saved.model.net.encoder.model_name == {"resnet": "resnet18", "convnext": "convnext_atto", "timm": "efficientnet_b0"}[family]  # fmt: skip
 
 
 def test_a_convnexts_gradients_keep_their_parameters_strides_and_values():

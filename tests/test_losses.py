@@ -9,7 +9,6 @@ import torch
 import torch.nn.functional as F
 from conftest import ROOT
 
-from trainlab.losses.dino import DINOLoss
 from trainlab.losses.feature_regression import FeatureRegressionLoss
 from trainlab.losses.sigreg import SIGRegLoss
 from trainlab.losses.variance_covariance import VarianceCovarianceLoss
@@ -110,32 +109,6 @@ def test_vicreg_computes_in_float32_under_bf16_inputs():
     z = torch.randn(64, 8).bfloat16()
     loss, terms = VICRegLoss()(z, z)
     assert loss.dtype == torch.float32 and all(t.dtype == torch.float32 for t in terms.values())
-
-
-def test_dino_loss_is_the_cross_entropy_over_every_other_view():
-    g = torch.Generator().manual_seed(0)
-    student = [torch.randn(8, 32, generator=g) for _ in range(4)]  # 2 global, 2 local views
-    teacher = [torch.randn(8, 32, generator=g) for _ in range(2)]
-    center = torch.randn(32, generator=g)
-    dino = DINOLoss(student_temp=0.1, teacher_temp=0.04)
-    targets = dino.targets(teacher, center)
-    by_hand = torch.stack([
-        -(F.softmax((teacher[i] - center) / 0.04, -1) * F.log_softmax(student[j] / 0.1, -1)).sum(-1).mean()
-        for i in range(2) for j in range(4) if j != i
-    ]).mean()  # fmt: skip
-    assert dino(student, targets) == pytest.approx(by_hand.item(), rel=1e-6)
-    for t in targets:  # a distribution over the prototypes per global view
-        assert torch.allclose(t.sum(-1), torch.ones(8))
-
-
-def test_dino_loss_is_lowest_when_the_student_predicts_the_target():
-    g = torch.Generator().manual_seed(0)
-    teacher = [torch.randn(16, 10, generator=g) for _ in range(2)]
-    dino = DINOLoss(student_temp=1.0, teacher_temp=1.0)
-    targets = dino.targets(teacher, torch.zeros(10))
-    matched = dino([teacher[1], teacher[0]], targets)  # view j predicts target i != j
-    random = dino([torch.randn(16, 10, generator=g) for _ in range(2)], targets)
-    assert matched < random
 
 
 @pytest.mark.parametrize("distance", ["smooth_l1", "l1", "l2"])
