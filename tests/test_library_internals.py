@@ -117,6 +117,11 @@ def test_lightning_private_names_are_where_they_were_checked(tmp_path):
     li.stop_after_this_batch(trainer)
     assert trainer._signal_connector.received_sigterm
     assert callable(trainer._checkpoint_connector.dump_checkpoint)
+    li.validation_pending(trainer)  # a restart from here reads "stopped mid validation"
+    val_loop = trainer.fit_loop.epoch_loop.val_loop
+    val_loop.restarting = True
+    val_loop.update_restart_stage()
+    assert val_loop.restarted_mid_evaluation
     assert "_launcher" in vars(trainer.strategy)
     module = L.LightningModule()
     assert li.attached_trainer(module) is None

@@ -71,11 +71,12 @@ def uninterrupted(tmp_path_factory) -> Path:
 
 def assert_ends_as(run_dir: Path, whole: Path, epochs: bool = True) -> None:
     """Every logged step's loss (rank 0's), every epoch's train/loss (every rank's, the stopped
-    epoch's steps before and after the stop counted; ``epochs``) and every test metric of
-    ``run_dir`` are ``whole``'s, bitwise."""
+    epoch's steps before and after the stop counted) and validation (``epochs``), and every
+    test metric of ``run_dir`` are ``whole``'s, bitwise."""
     assert losses_by_step(run_dir) == losses_by_step(whole)
     if epochs:
-        assert losses_by_step(run_dir, "train/loss") == losses_by_step(whole, "train/loss")
+        for key in ("train/loss", "val/probe_acc", "val/loss"):
+            assert losses_by_step(run_dir, key) == losses_by_step(whole, key), key
     test_metrics = [
         {
             k: v
@@ -114,18 +115,20 @@ def test_stop_signals_to_the_whole_process_group_save_and_the_resume_is_exact(
     tmp_path, monkeypatch
 ):
     """With 2 data workers, as SLURM's srun and `kill -- -PGID` signal a job: SIGTERM to the
-    whole process group after step 8 (of 6 per epoch) stops the run after the next one,
-    step 9, mid-epoch 1; resumed, SIGUSR1 to the group after step 10 stops it at 11; resumed
-    again, every step's train/loss equals the uninterrupted run's, bitwise, and so does each
-    epoch's mean (the stopped epoch's first steps counted), and no row of the first parts is
-    lost. The workers leave the signals to the main process
-    (data/worker_signals.py): killed, they made the run fail with no checkpoint to resume."""
+    whole process group after step 6, epoch 0's last batch (of 6), stops the run before
+    that epoch's validation; resumed, SIGTERM after step 8 stops it after the next one, step
+    9, mid-epoch 1; resumed, SIGUSR1 after step 10 stops it at 11; resumed again, every
+    step's train/loss equals the uninterrupted run's, bitwise, and so do each epoch's mean
+    (the stopped epoch's first steps counted) and validation (the first resume runs epoch
+    0's), and no row of the first parts is lost. The workers leave the signals to the main
+    process (data/worker_signals.py): killed, they made the run fail with no checkpoint to
+    resume."""
     job = [*SHORT, "data.num_workers=2"]
     assert train_in_process(monkeypatch, tmp_path, *job, "run_name=straight") == 0
     cut = [*job, "run_name=cut", "resume=true"]
     env = {"PYTHONPATH": str(ROOT / "tests")}
     run_dir = tmp_path / "train" / "runs" / "cut"
-    for step, name, code in [(8, "SIGTERM", 143), (10, "SIGUSR1", 138)]:
+    for step, name, code, at in [(6, "SIGTERM", 143, 6), (8, "SIGTERM", 143, 9), (10, "SIGUSR1", 138, 11)]:  # fmt: skip
         stopped = subprocess.run(
             [sys.executable, str(ROOT / "train.py"), *cut, *stop_at(step, name, group=True),
              f"paths.log_dir={tmp_path}"],
@@ -133,16 +136,18 @@ def test_stop_signals_to_the_whole_process_group_save_and_the_resume_is_exact(
             env={**os.environ, **env}, start_new_session=True,  # a group of its own to signal
         )  # fmt: skip
         assert stopped.returncode == code, stopped.stderr[-3000:]
-        assert f"stopped by {name} at step {step + 1}" in stopped.stderr
+        assert f"stopped by {name} at step {at}" in stopped.stderr
         last = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
-        assert last["global_step"] == step + 1
+        assert last["global_step"] == at
     assert "starting fresh" in (run_dir / "train.log").read_text()  # resume=true, no checkpoint
     assert train_in_process(monkeypatch, tmp_path, *cut) == 0
-    expected = losses_by_step(tmp_path / "train" / "runs" / "straight")
+    straight = tmp_path / "train" / "runs" / "straight"
+    expected = losses_by_step(straight)
     assert sorted(expected) == list(range(12))
     assert losses_by_step(run_dir) == expected
-    epochs = losses_by_step(tmp_path / "train" / "runs" / "straight", "train/loss")
-    assert len(epochs) == 2 and losses_by_step(run_dir, "train/loss") == epochs
+    for key in ("train/loss", "val/probe_acc", "val/loss"):  # every epoch's, once each
+        epochs = losses_by_step(straight, key)
+        assert len(epochs) == 2 and losses_by_step(run_dir, key) == epochs, key
 
 
 @pytest.mark.slow  # three train.py runs, 25 s: make test-slow, which CI runs
@@ -461,28 +466,32 @@ def test_a_lost_node_is_replaced_and_the_job_ends_as_if_uninterrupted(tmp_path, 
     assert_ends_as(run_dir, uninterrupted)
 
 
-@pytest.mark.slow  # two 2-rank runs (the twin is a fixture): about 60 s
+@pytest.mark.slow  # three 2-rank runs (the twin is a fixture): about 80 s
 def test_a_stop_signal_to_every_process_of_a_2_rank_job_resumes_as_if_uninterrupted(
     tmp_path, uninterrupted
 ):
     """SIGTERM to the whole process group of a 2-rank job with 2 data workers a rank, as
     srun sends it (every rank and worker at once), after step 3: the ranks agree on it
     at batch 4 (every 2 batches here) and save last.ckpt mid-epoch 0, after step 5, and
-    every process exits (rank 0 with 128 + 15); resumed on 2 ranks, the job ends with the
-    losses and test metrics of the same job run uninterrupted (neither the data workers
-    nor the agreement's collective change them)."""
+    every process exits (rank 0 with 128 + 15). Resumed, SIGTERM after step 7, past the
+    epoch's last agreement point (batch 6 of 8): the ranks agree at the validation's start
+    and save last.ckpt after step 8, before it. Resumed on 2 ranks, the job ends with the
+    losses, epoch validations and test metrics of the same job run uninterrupted (neither
+    the data workers nor the agreement's collective change them)."""
     job = [*TWO_RANK_JOB, "trainer.devices=2", "data.num_workers=2", "resume=true"]
     job += ["callbacks.interruption.agree_every_n_batches=2"]
     job += [f"paths.log_dir={tmp_path}", "run_name=group"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "tests")}
-    stopped = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *job, *stop_at(3, group=True)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=400, env=env,
-        start_new_session=True,  # a group of its own to signal
-    )  # fmt: skip
-    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr[-3000:]
     run_dir = tmp_path / "train" / "runs" / "group"
-    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 5
+    for step, saved in [(3, 5), (7, 8)]:
+        stopped = subprocess.run(
+            [sys.executable, str(ROOT / "train.py"), *job, *stop_at(step, group=True)],
+            cwd=tmp_path, capture_output=True, text=True, timeout=400, env=env,
+            start_new_session=True,  # a group of its own to signal
+        )  # fmt: skip
+        assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr[-3000:]
+        last = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+        assert last["global_step"] == saved
     resumed = run_cli("train.py", *job, cwd=tmp_path, env=env, timeout=400)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert_ends_as(run_dir, uninterrupted)

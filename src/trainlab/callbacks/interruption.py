@@ -20,6 +20,8 @@ that batch, or at the start of a validation that would follow it. The agreement 
 collective and a host sync, so with several ranks it runs every ``agree_every_n_batches``
 batches and at the start of each validation, not every batch: a signal then stops the run
 within that many batches (one process needs no agreement and stops after the current batch).
+A stop agreed where a validation starts is saved as that validation begun, so the resume runs
+it (and the epoch's end) before training on: the epoch keeps its validation and its mean.
 
 On any other exception Lightning's OnExceptionCheckpoint calls ``trainer.save_checkpoint``,
 whose barrier waits for every rank: when one rank fails alone, it hangs until the process
@@ -138,6 +140,9 @@ class InterruptionCheckpoint(L.Callback):
         if trainer.state.fn == "fit":
             self._agree_to_stop(trainer)
             if trainer.received_sigterm:
+                # The checkpoint then resumes into this validation, so a stop in an epoch's
+                # last batch still leads to that epoch's validation and epoch end.
+                lightning_internals.validation_pending(trainer)
                 raise SIGTERMException
 
     # -- the final test -------------------------------------------------------------------

@@ -37,5 +37,6 @@ class EpochMean:
         return {"epoch": self.epoch, "total": float(self.total), "count": self.count}
 
     def load_state_dict(self, state: dict | None) -> None:
-        if state:
-            self.epoch, self.total, self.count = state["epoch"], state["total"], state["count"]
+        if state:  # the total in float64, as add() keeps it: a mean of no further steps too
+            total = torch.tensor(state["total"], dtype=torch.float64)
+            self.epoch, self.total, self.count = state["epoch"], total, state["count"]

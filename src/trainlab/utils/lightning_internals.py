@@ -48,6 +48,17 @@ def stop_after_this_batch(trainer) -> None:
     trainer._signal_connector.received_sigterm = True
 
 
+def validation_pending(trainer) -> None:
+    """Mark the fit's validation as begun, so a checkpoint saved now resumes into it:
+    Lightning's restart reads one started, unprocessed validation batch as "stopped mid
+    validation" and runs that validation first, where a checkpoint saved just before it
+    would skip it (its restart stage "on last" assumes the validation ran). No public hook
+    asks a resume to validate."""
+    progress = trainer.fit_loop.epoch_loop.val_loop.batch_progress
+    progress.increment_ready()
+    progress.increment_started()
+
+
 def detach_trainer(module):
     """Detach ``module`` from its trainer (``module.trainer`` raises when none is attached,
     and its setter refuses None); returns what to give ``attach_trainer`` afterwards."""
