@@ -11,9 +11,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from trainlab.run import run_dir as rundir
 from trainlab.checks import check_before_torch
 from trainlab.checks.hydra_errors import one_line_hydra_errors
+from trainlab.run import run_dir as rundir
 from trainlab.run.failures import run_task
 from trainlab.run.overrides import experiment_changes
 from trainlab.utils.logging import get_logger

@@ -26,9 +26,9 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from trainlab.run import run_dir as rundir
 from trainlab.checks.config import check_config
 from trainlab.checks.override_types import check_override_types
+from trainlab.run import run_dir as rundir
 from trainlab.run.overrides import resume_changes
 from trainlab.strategy.submitit_ranks import adopt_submitit_local_ranks
 from trainlab.utils.errors import ConfigError
@@ -67,14 +67,14 @@ def check(cfg: DictConfig) -> Accepted:
     builds the datamodule, a Trainer it drops (for the world size) and the model; rank 0 also
     puts one real batch through the model (preflight), child ranks run rank 0's checked
     config. ``cfg`` is not changed."""
-    from trainlab.networks.weights import check_fits
-    from trainlab.run.batch import batch_for_world  # torch and Lightning
     from trainlab.checks.preflight import (
         build_model,
         check_batch_statistics,
         dry_trainer,
         preflight,
     )
+    from trainlab.networks.weights import check_fits
+    from trainlab.run.batch import batch_for_world  # torch and Lightning
     from trainlab.strategy.checks import check_launch
 
     adopt_submitit_local_ranks()

@@ -11,8 +11,8 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
 from trainlab.callbacks.interruption import InterruptionCheckpoint
-from trainlab.run import run_dir as rundir
 from trainlab.checks.placement import continue_command
+from trainlab.run import run_dir as rundir
 from trainlab.run.metrics_file import final_metrics
 from trainlab.utils import lightning_internals
 from trainlab.utils.logging import get_logger
