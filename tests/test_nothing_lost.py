@@ -179,3 +179,62 @@ def test_a_fresh_start_after_a_kill_before_any_checkpoint_logs_each_step_once(tm
 
     events = EventAccumulator(str(run_dir / "tensorboard")).Reload()
     assert Counter(e.step for e in events.Scalars("train/loss_step")) == Counter(range(8))
+
+
+RATED = ["features.enabled=true", "features.train_per_class=10", "features.eval_per_class=5"]
+
+
+def results(run_dir: Path) -> dict:
+    """metrics.json's metrics, and its run facts that do not time the whole command."""
+    import json
+
+    written = json.loads((run_dir / "metrics.json").read_text())
+    run = {k: v for k, v in written["run"].items() if k in ("fit_seconds", "world_size")}
+    return {**written["metrics"], **run}
+
+
+@pytest.mark.slow  # four train.py runs in this process, about 40 s: make test-slow
+@pytest.mark.parametrize("where, name", [("table", "SIGTERM"), ("table", "SIGINT"), ("test", "SIGUSR1")])  # fmt: skip
+def test_a_stop_after_the_fit_keeps_every_training_metric(
+    tmp_path, monkeypatch, capfd, where, name
+):
+    """A stop signal during the end-of-run table or the final test: one line and 128 +
+    signal; resume=true finds the fit done, tests and rates again, and metrics.json holds
+    every metric of the same run uninterrupted (val/*, train/loss, test/*, the table's) and
+    the fit's time, not the empty fit of the resume."""
+    import trainlab.run.frozen_features as table
+
+    assert train(monkeypatch, tmp_path, *RATED, "run_name=whole") == 0
+    cut = [*RATED, "run_name=cut"]
+    signum = getattr(signal, name)
+    if where == "table":
+        rate = table.rate_checkpoint
+
+        def stopped_rate(*args, **kwargs):
+            os.kill(os.getpid(), signum)  # as SLURM or a user would, mid-table
+            return rate(*args, **kwargs)
+
+        monkeypatch.setattr(table, "rate_checkpoint", stopped_rate)
+        stop = []
+        said = f"stopped by {name} during the end-of-run table"
+    else:
+        monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests"))
+        monkeypatch.syspath_prepend(str(ROOT / "tests"))
+        stop = ["+callbacks.stop._target_=signal_at_step.SignalAtStep", "+callbacks.stop.step=8",
+                "+callbacks.stop.in_test=true", f"+callbacks.stop.name={name}"]  # fmt: skip
+        said = f"stopped by {name} during the final test"
+    capfd.readouterr()
+    assert train(monkeypatch, tmp_path, *cut, *stop) == 128 + signum
+    err = capfd.readouterr().err
+    assert said in err and "Traceback" not in err, err[-2000:]
+    run_dir = tmp_path / "train" / "runs" / "cut"
+    assert not (run_dir / "metrics.json").exists()
+    monkeypatch.undo()
+    assert train(monkeypatch, tmp_path, *cut, "resume=true") == 0
+    resumed, whole = results(run_dir), results(tmp_path / "train" / "runs" / "whole")
+    assert {"val/probe_acc", "train/loss", "test/loss", "features/linear_acc"} <= set(whole)
+    assert resumed.keys() == whole.keys()
+    for key in whole:  # timed ones: the first attempt's, not the resume's empty fit
+        if key != "fit_seconds" and not key.endswith("_per_s"):
+            assert resumed[key] == whole[key], key
+    assert resumed["fit_seconds"] > 1

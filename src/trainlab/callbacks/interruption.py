@@ -150,7 +150,7 @@ class InterruptionCheckpoint(L.Callback):
         """A signal during the test stops it at the next batch (SIGTERMException, which
         train.py reports with what is saved), instead of killing the process silently."""
         self.signal, self._received = None, False
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
             self._previous[signum] = signal.signal(signum, self._on_test_signal)
 
     def _on_test_signal(self, signum, frame) -> None:

@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 from trainlab.callbacks.interruption import InterruptionCheckpoint
 from trainlab.checks.placement import continue_command
 from trainlab.run import run_dir as rundir
+from trainlab.run.fit_record import forget_fit, keep_fit
 from trainlab.run.metrics_file import final_metrics
 from trainlab.utils import lightning_internals
 from trainlab.utils.logging import get_logger
@@ -64,8 +65,10 @@ def stop_after_signal(trainer: L.Trainer, run_dir: Path, cfg: DictConfig) -> Non
 
 
 def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir: Path):
-    """(final metrics, best checkpoint path or ""): fit, resumed when asked, then test the
-    best checkpoint. A SIGTERM exits as the signal would, after last.ckpt is saved."""
+    """(final metrics, best checkpoint path or "", the fit's facts for metrics.json): fit,
+    resumed when asked, then test the best checkpoint. A SIGTERM exits as the signal would,
+    after last.ckpt is saved. A resume whose fit had ended (stopped in the test or the
+    end-of-run table) reports the recorded fit's metrics and facts (run/fit_record.py)."""
     resume_from = rundir.resume_checkpoint(run_dir) if cfg.get("resume") else None
     if cfg.get("resume"):
         log.info(
@@ -76,10 +79,12 @@ def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir
     elif cfg.get("resume_from"):
         resume_from = cfg.resume_from
         log.info(f"starting from the training state of {resume_from}")
+    if resume_from is None and trainer.is_global_zero:
+        forget_fit(run_dir)  # a fit from step 0: a record is of an attempt it replaces
     try:
         # weights_only: a checkpoint restores tensors and plain values, never runs code.
         trainer.fit(model, datamodule=datamodule, ckpt_path=resume_from, weights_only=True)
-        metrics = final_metrics(trainer)
+        metrics, facts = keep_fit(run_dir, trainer, final_metrics(trainer))
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         if cfg.get("test") and pruned_epoch(trainer) is None:  # a pruned trial stops here
             trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
@@ -97,7 +102,7 @@ def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir
             flush=True,
         )
         sys.exit(128 + signal.SIGINT)  # 130, as a shell reports a process Ctrl-C stopped
-    return metrics, best
+    return metrics, best, facts
 
 
 def checkpoint_step(checkpoint: Path) -> int:

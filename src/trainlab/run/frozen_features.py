@@ -1,6 +1,12 @@
-"""The end-of-run table: the feature protocol on a pre-training run's checkpoint."""
+"""The end-of-run table: the feature protocol on a pre-training run's checkpoint. Training has
+ended when it starts, so a stop signal there (SIGTERM, SIGUSR1, Ctrl-C) ends the table at
+once with one line and 128 + the signal: ``resume=true`` rates again, and the summary keeps
+the fit's metrics (run/fit_record.py)."""
 
+import signal
+import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import lightning as L
@@ -14,6 +20,39 @@ from trainlab.utils.errors import DataError
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
+STOPS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+
+
+class TableStopped(BaseException):  # not caught by an `except Exception` on its way out
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signal.Signals(signum)
+
+
+def _stop(signum, frame) -> None:
+    raise TableStopped(signum)
+
+
+@contextmanager
+def stopped_by_signals(run_dir: Path, continue_with: str, is_global_zero: bool):
+    """While the table runs, a stop signal ends the run: one line on rank 0, exit 128 +
+    signal, as a stop in training. Nothing is saved: the checkpoints already hold the fit."""
+    previous = {s: signal.signal(s, _stop) for s in STOPS}
+    try:
+        yield
+    except TableStopped as stop:
+        if is_global_zero:
+            print(
+                f"stopped by {stop.signum.name} during the end-of-run table: training had "
+                f"ended, its checkpoints are in {run_dir}/checkpoints; rate it again with the "
+                f"same command plus {continue_with}",
+                file=sys.stderr,
+                flush=True,
+            )
+        raise SystemExit(128 + stop.signum) from None
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def rate_frozen_features(

@@ -20,9 +20,10 @@ from trainlab.utils.logging import get_logger
 log = get_logger(__name__)
 
 
-def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list, list]:
-    """The Trainer with the config's callbacks, loggers and strategy, plus trainlab's own,
-    and the callbacks whose ``summary()`` goes into metrics.json's ``run`` (any that has one)."""
+def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list]:
+    """The Trainer with the config's callbacks, loggers and strategy, plus trainlab's own
+    (and its loggers). Any callback with a ``summary()`` adds to metrics.json's ``run``
+    (run/fit_record.py)."""
     own = [RunStats(cfg.get("peak_tflops")), CommCounter()]
     # SeedEachStep always: without it a resumed run would draw other random numbers.
     callbacks = [*instantiate_callbacks(cfg.get("callbacks")), *own, SeedEachStep()]
@@ -34,5 +35,4 @@ def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list, list
         logger=loggers or False,
         strategy=instantiate_strategy(cfg.get("strategy")),
     )
-    summary_callbacks = [c for c in trainer.callbacks if callable(getattr(c, "summary", None))]
-    return trainer, loggers, summary_callbacks
+    return trainer, loggers

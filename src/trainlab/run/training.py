@@ -15,12 +15,13 @@ import torch.distributed as dist
 from omegaconf import DictConfig, OmegaConf
 
 from trainlab.checks import check
+from trainlab.checks.placement import continue_command
 from trainlab.model.compile import compile_networks
 from trainlab.model.self_supervised import SelfSupervised
 from trainlab.run import run_dir as rundir
 from trainlab.run.checkpoint_config import adopt_checkpoint_shape
 from trainlab.run.fit import checkpoint_step, fit_and_test, pruned_epoch, truncate_logs
-from trainlab.run.frozen_features import rate_frozen_features
+from trainlab.run.frozen_features import rate_frozen_features, stopped_by_signals
 from trainlab.run.instantiate import finish_wandb
 from trainlab.run.run_summary import report_run
 from trainlab.run.trainer import build_trainer
@@ -45,7 +46,7 @@ def train(cfg: DictConfig) -> float | None:
     if accepted.fit is not None and rundir.is_global_zero():
         accepted.fit.record(run_dir)  # a resume and the child ranks apply it
     # The accepted config: the memory fit's accumulation is in its trainer node.
-    trainer, loggers, summary_callbacks = build_trainer(accepted.config, run_dir)
+    trainer, loggers = build_trainer(accepted.config, run_dir)
     launcher = launch_ranks_from_config(trainer, cfg, run_dir)
     devices = getattr(trainer.strategy, "parallel_devices", None) or [trainer.strategy.root_device]
     if trainer.is_global_zero:
@@ -60,15 +61,18 @@ def train(cfg: DictConfig) -> float | None:
         logger.log_hyperparams(OmegaConf.to_container(accepted.config, resolve=True))
     chosen, feature_summary = None, {}
     try:
-        metrics, best = fit_and_test(cfg, trainer, model, datamodule, run_dir)
+        metrics, best, facts = fit_and_test(cfg, trainer, model, datamodule, run_dir)
         last = run_dir / "checkpoints" / "last.ckpt"
         rate = cfg.features.enabled and isinstance(model, SelfSupervised)
         if rate and pruned_epoch(trainer) is None:
             # last.ckpt: the weights the summary's final val/* monitors describe
             rated = str(last) if last.exists() else best or str(last)
-            metrics, chosen, feature_summary = rate_frozen_features(
-                cfg, trainer, rated, datamodule, metrics
-            )
+            with stopped_by_signals(
+                run_dir, continue_command(cfg, run_dir), trainer.is_global_zero
+            ):
+                metrics, chosen, feature_summary = rate_frozen_features(
+                    cfg, trainer, rated, datamodule, metrics
+                )
     finally:
         finish_wandb(loggers)
         if launcher is not None:
@@ -80,9 +84,7 @@ def train(cfg: DictConfig) -> float | None:
             dist.destroy_process_group()
     if not trainer.is_global_zero:
         return metrics.get(cfg.get("optimized_metric") or "")
-    run = {"run_dir": str(run_dir), "wall_seconds": round(time.monotonic() - start, 2)}
-    for callback in summary_callbacks:
-        run |= callback.summary()
+    run = {"run_dir": str(run_dir), "wall_seconds": round(time.monotonic() - start, 2), **facts}
     run |= {**batch, **feature_summary, "devices": [str(d) for d in devices]}
     run["precision"] = str(trainer.precision)  # as resolved: ijepa_mnist picks it by the CPU
     report_run(cfg, trainer, run_dir, metrics, best, run, chosen)
