@@ -68,7 +68,7 @@ SLOW_EXPERIMENTS = {
     "ijepa_cifar10", "supervised_resnet50", "vae_cifar10", "vicreg_digits_resnet",
     "vicreg_mnist_resnet", "vicreg_digits_efficientnet", "vicreg_fashion", "dino_fashion",
     "vicreg_fashion_resnet", "dino_fashion_resnet", "vicreg_mnist", "mae_fashion",
-    "ijepa_fashion",
+    "ijepa_fashion", "lejepa_digits", "lejepa_digits_resnet",
 }  # fmt: skip
 
 
