@@ -122,6 +122,8 @@ def test_lightning_private_names_are_where_they_were_checked(tmp_path):
     val_loop.restarting = True
     val_loop.update_restart_stage()
     assert val_loop.restarted_mid_evaluation
+    li.restore_callback_metrics(trainer, {"train/lr": 0.5})
+    assert trainer.callback_metrics["train/lr"] == 0.5
     assert "_launcher" in vars(trainer.strategy)
     module = L.LightningModule()
     assert li.attached_trainer(module) is None

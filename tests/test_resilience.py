@@ -139,6 +139,7 @@ def test_stop_signals_to_the_whole_process_group_save_and_the_resume_is_exact(
         assert f"stopped by {name} at step {at}" in stopped.stderr
         last = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
         assert last["global_step"] == at
+        assert "train/loss_step" in last["callback_metrics"]  # put back when the fit resumes
     assert "starting fresh" in (run_dir / "train.log").read_text()  # resume=true, no checkpoint
     assert train_in_process(monkeypatch, tmp_path, *cut) == 0
     straight = tmp_path / "train" / "runs" / "straight"

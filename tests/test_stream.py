@@ -280,8 +280,9 @@ def test_a_2_rank_run_stopped_mid_epoch_resumes_on_1_device(shards, tmp_path):
     batches). SIGTERM to rank 0 after step 5: the ranks agree on it at the next batch and
     stop together where validation would start after step 6, two steps into epoch 1 (28
     of 56 samples read). Resumed with trainer.devices=1 from Lightning's checkpoint (rank
-    0's loader state), epoch 1 continues with the 28 samples not read: 4 steps of 7, so
-    the run ends after 10 steps, every step logged once."""
+    0's loader state), the run first validates (the checkpoint it saves then must keep the
+    loader's position), then epoch 1 continues with the 28 samples not read: 4 steps of 7,
+    so the run ends after 10 steps, every step logged once."""
     from test_resilience import stop_at
 
     root, _ = shards
@@ -303,8 +304,11 @@ def test_a_2_rank_run_stopped_mid_epoch_resumes_on_1_device(shards, tmp_path):
     assert second.returncode == 0, second.stderr[-3000:]
     run_dir = tmp_path / "train" / "runs" / "elastic"
     with (run_dir / "csv" / "metrics.csv").open() as f:  # every row, not a dict by step
-        logged = [int(row["step"]) for row in csv.DictReader(f) if row.get("train/loss_step")]
+        rows = list(csv.DictReader(f))
+    logged = [int(row["step"]) for row in rows if row.get("train/loss_step")]
     assert logged == list(range(10))  # each step once, none repeated after the resume
+    validated = [int(row["step"]) for row in rows if row.get("val/loss")]
+    assert validated == [1, 3, 5, 7, 9]  # the validation the stop came before runs on resume
     starts = json.loads((run_dir / "meta.json").read_text())["starts"]
     assert [start["world_size"] for start in starts] == [2, 1]
 

@@ -22,6 +22,9 @@ batches and at the start of each validation, not every batch: a signal then stop
 within that many batches (one process needs no agreement and stops after the current batch).
 A stop agreed where a validation starts is saved as that validation begun, so the resume runs
 it (and the epoch's end) before training on: the epoch keeps its validation and its mean.
+Every checkpoint also keeps what the run had logged (``trainer.callback_metrics``), put back
+when the resumed fit starts: that validation's checkpoint, early stopping or pruner then
+reads a metric logged in training (the learning rate) as the uninterrupted run would.
 
 On any other exception Lightning's OnExceptionCheckpoint calls ``trainer.save_checkpoint``,
 whose barrier waits for every rank: when one rank fails alone, it hangs until the process
@@ -68,9 +71,12 @@ class InterruptionCheckpoint(L.Callback):
         self._received = False  # a stop signal reached this process, not yet agreed on
         self._submitit: tuple[signal.Signals, object] | None = None  # its signal and handler
         self.stopped_at_once = False  # a second Ctrl-C: no checkpoint, exit 130
+        self._logged: dict[str, torch.Tensor] = {}  # the resumed checkpoint's logged metrics
 
     # -- signals ---------------------------------------------------------------------------
     def on_train_start(self, trainer: L.Trainer, pl_module) -> None:
+        lightning_internals.restore_callback_metrics(trainer, self._logged)
+        self._logged = {}
         # After Lightning registered its handlers: it restores what it found at the end.
         self.signal, self._received, self.stopped_at_once = None, False, False
         # Replaces Lightning's handler; Lightning restores the original one at teardown.
@@ -170,6 +176,16 @@ class InterruptionCheckpoint(L.Callback):
         self._restore_handlers()
 
     # -- saving ----------------------------------------------------------------------------
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module, checkpoint: dict) -> None:
+        checkpoint["callback_metrics"] = {
+            name: value.detach().cpu()
+            for name, value in trainer.callback_metrics.items()
+            if isinstance(value, torch.Tensor)
+        }
+
+    def on_load_checkpoint(self, trainer: L.Trainer, pl_module, checkpoint: dict) -> None:
+        self._logged = checkpoint.get("callback_metrics", {})
+
     def on_exception(self, trainer: L.Trainer, pl_module, exception: BaseException) -> None:
         self._restore_handlers()  # Lightning calls no teardown hook after an exception
         if isinstance(exception, KeyboardInterrupt):  # the second Ctrl-C: stop at once

@@ -11,6 +11,7 @@ tests/test_stream.py checks these guarantees on 1 and 2 ranks, and S3 through a 
 server with the cache reused.
 """
 
+import copy
 import io
 import json
 import os
@@ -54,25 +55,40 @@ class EncodedImages(StreamingDataset):
 
 
 class EpochStreamingDataLoader(StreamingDataLoader):
-    """litdata's loader, resuming only the epoch its checkpoint was taken in.
+    """litdata's loader, resuming only the epoch its checkpoint was taken in, from exactly
+    where it was taken.
 
     After ``load_state_dict`` litdata sets ``restore`` and clears it only when an iterator
     runs to exhaustion. Lightning stops after the epoch's last batch without exhausting it,
     so the next epoch "resumed" the finished one and yielded nothing. Here ``restore``
     applies to the first iterator after a load only.
+
+    litdata's ``state_dict`` also rewrites the loaded state in place with this run's world
+    size and its own count of samples yielded. A checkpoint saved between the load and the
+    first batch (a resume that validates first) turned 2 ranks' 28 samples read into 1
+    rank's 14, and the epoch read 14 samples twice. Until the first batch the loaded state
+    is the position, so it is what ``state_dict`` returns.
     """
 
     _resuming = False
+    _loaded: dict | None = None
 
     def load_state_dict(self, obj: dict) -> None:
         super().load_state_dict(obj)
         self._resuming = self.restore
+        self._loaded = copy.deepcopy(obj)
+
+    def state_dict(self) -> dict:
+        return copy.deepcopy(self._loaded) if self._loaded is not None else super().state_dict()
 
     def __iter__(self):
         if not self._resuming:
             self.restore = False
+            self._loaded = None
         self._resuming = False
-        return super().__iter__()
+        for batch in super().__iter__():
+            self._loaded = None
+            yield batch
 
 
 class StreamDataModule(ImageDataModule):

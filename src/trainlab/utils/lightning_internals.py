@@ -59,6 +59,13 @@ def validation_pending(trainer) -> None:
     progress.increment_started()
 
 
+def restore_callback_metrics(trainer, metrics: dict) -> None:
+    """Put ``metrics`` back among the metrics callbacks read. ``trainer.callback_metrics`` is
+    the logger connector's own dict, not a copy, and Lightning clears it when a fit starts;
+    it has no setter."""
+    trainer.callback_metrics.update(metrics)
+
+
 def detach_trainer(module):
     """Detach ``module`` from its trainer (``module.trainer`` raises when none is attached,
     and its setter refuses None); returns what to give ``attach_trainer`` afterwards."""
