@@ -558,23 +558,14 @@ def test_slurm_launcher_without_slurm_and_a_directory_as_checkpoint(tmp_path):
 
 
 def test_a_fifo_where_the_tools_read_a_file_is_one_line_not_a_hang(tmp_path):
-    """A FIFO blocks its reader until someone writes: eval.py's checkpoint, the export's
-    checkpoint and a run dir's overrides.yaml in the runs table are refused or marked
-    damaged at once, each naming the file."""
-    from trainlab.runs import read_or_damaged
-
+    """A FIFO blocks its reader until someone writes: eval.py's checkpoint and the export's
+    checkpoint are refused at once, each naming the file (the runs table's: test_runs.py)."""
     fifo = tmp_path / "last.ckpt"
     os.mkfifo(fifo)
     done = run_cli("eval.py", f"ckpt_path={fifo}", f"paths.log_dir={tmp_path}", timeout=60)
     assert done.returncode == 2 and "is a FIFO" in done.stderr.strip().splitlines()[-1]
     done = run_cli("scripts/export_encoder.py", str(fifo), str(tmp_path / "e.pth"), timeout=60)
     assert done.returncode == 2 and f"weights file {fifo} is a FIFO" in done.stderr
-    run = tmp_path / "runs" / "r"
-    run.mkdir(parents=True)
-    (run / "meta.json").write_text('{"starts": []}')
-    os.mkfifo(run / "overrides.yaml")
-    row = read_or_damaged(run)
-    assert row["status"].startswith("damaged") and "is a FIFO" in row["status"], row
 
 
 def test_a_damaged_checkpoint_is_refused_wherever_it_is_read(tmp_path):

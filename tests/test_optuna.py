@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
 from trainlab.callbacks.optuna_pruning import OptunaPruning
-from trainlab.runs import main as runs_main
+from trainlab.runs.table import main as runs_main
 from trainlab.utils.optuna_internals import trial_id
 
 # The swept learning rate is also the metric (LearningRateMonitor's lr-AdamW, no schedule in

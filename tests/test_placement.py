@@ -1,6 +1,7 @@
 """Where a run lives (checks/placement.py), how a sweep checks its jobs, and what a refused
 resume leaves: each refusal one line, exit 2, nothing written anywhere."""
 
+import json
 import os
 from pathlib import Path
 
@@ -118,9 +119,9 @@ def test_a_sweep_asked_to_keep_going_runs_the_valid_jobs_and_lists_the_others(tm
     assert "error: 0 job(s) failed and 2 were refused of 4" in done.stderr.splitlines()[-1]
     (sweep_dir,) = (logs / "train" / "multiruns").iterdir()
     assert sorted(p.parent.name for p in sweep_dir.glob("*/metrics.json")) == ["0", "1"]
-    rows = (sweep_dir / "summary.csv").read_text().splitlines()
-    refused = [r for r in rows if "refused: model.optimizer.lr=-1" in r]
-    assert len(rows) == 5 and len(refused) == 2
+    not_finished = json.loads((sweep_dir / "not_finished.json").read_text())
+    assert [e["status"] for e in not_finished] == ["refused"] * 2
+    assert all(e["reason"].startswith("model.optimizer.lr=-1 is not valid") for e in not_finished)
 
 
 @pytest.mark.slow  # a run, then a refused resume in a subprocess (16 s each): make test-slow

@@ -1,12 +1,15 @@
-"""The runs table (python -m trainlab.runs): status from each run dir's own files."""
+"""The run tables part: the runs table (python -m trainlab.runs), status from each run
+dir's own files, and a multirun's summary (summary.csv and summary.png)."""
 
 import csv
 import json
 import os
 
 import pytest
+from omegaconf import OmegaConf
 
-from trainlab.runs import main
+from trainlab.runs.sweep_summary import SweepSummary
+from trainlab.runs.table import main, read_or_damaged
 
 
 def make_run(root, name, overrides, metrics=None, log="", last_ckpt=False, pruned=False):
@@ -141,3 +144,63 @@ def test_bad_arguments_are_one_line_errors(runs, monkeypatch, capsys, args, mess
         main(args)
     err = capsys.readouterr().err
     assert exit.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+BILLION_LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(9)
+)  # 9 ** 10 leaves from 1 KB
+
+
+@pytest.mark.timeout(60)  # a FIFO blocks its reader until someone writes: a hang
+def test_a_damaged_file_in_a_run_dir_is_its_row_and_the_table_goes_on(runs, tmp_path, capsys):
+    """A truncated metrics.json, a planted alias bomb and a FIFO as overrides.yaml: each run
+    is listed as damaged, saying why, and the others are listed as before."""
+    truncated = make_run(runs, "h", ["seed=0"], {"val/acc": 0.2})
+    (truncated / "metrics.json").write_text("")
+    (make_run(runs, "i", ["seed=0"]) / "overrides.yaml").write_text(BILLION_LAUGHS)
+    fifo = make_run(runs, "j", ["seed=0"]) / "overrides.yaml"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    assert "is a FIFO" in read_or_damaged(fifo.parent)["status"]
+    main([str(runs), "--csv", str(tmp_path / "t.csv")])
+    status = {r["run"].split("/")[-1]: r["status"] for r in rows(tmp_path / "t.csv")}
+    assert status["h"].startswith("damaged: JSONDecodeError"), status
+    assert status["i"].startswith("damaged: ConfigError"), status
+    assert status["j"].startswith("damaged") and "is a FIFO" in status["j"], status
+    assert status["a"] == "finished" and status["d"] == "stopped"
+
+
+def test_a_sweep_summary_lists_every_job_with_the_refused_and_failed_ones(tmp_path, capsys):
+    """Two finished jobs, one refused before it ran and one that failed (the checked
+    sweeper's not_finished.json): a row each in summary.csv, the swept key a column, and
+    the metric plotted against it."""
+    sweep = tmp_path / "sweep"
+    for job, lr, acc in (("0", "0.1", 0.5), ("1", "0.2", 0.9)):
+        (sweep / job).mkdir(parents=True)
+        (sweep / job / "overrides.yaml").write_text(f"- model.optimizer.lr={lr}\n- seed=0\n")
+        metrics = {"optimized_metric": {"name": "val/acc", "value": acc}}
+        (sweep / job / "metrics.json").write_text(json.dumps(metrics))
+    (sweep / "2").mkdir()
+    (sweep / "not_finished.json").write_text(json.dumps([
+        {"job": "-", "overrides": ["model.optimizer.lr=-1", "seed=0"], "status": "refused",
+         "reason": "model.optimizer.lr=-1: must be greater than 0"},
+        {"job": "2", "overrides": ["model.optimizer.lr=0.3", "seed=0"], "status": "failed",
+         "reason": "RuntimeError: boom"},
+    ]))  # fmt: skip
+    config = OmegaConf.create(
+        {"hydra": {"sweep": {"dir": str(sweep)}}, "optimized_metric": "val/acc"}
+    )
+    SweepSummary().on_multirun_end(config)
+    table = rows(sweep / "summary.csv")
+    assert [(r["job"], r["model.optimizer.lr"], r["val/acc"]) for r in table] == [
+        ("0", "0.1", "0.5"), ("1", "0.2", "0.9"), ("-", "-1", ""), ("2", "0.3", ""),
+    ]  # fmt: skip
+    assert [r["status"].split(":")[0] for r in table] == [
+        "finished",
+        "finished",
+        "refused",
+        "failed",
+    ]
+    assert "seed" not in table[0]  # the same in every job: not a column
+    assert (sweep / "summary.png").stat().st_size > 1000
+    assert "multirun summary" in capsys.readouterr().out

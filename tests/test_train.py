@@ -213,7 +213,7 @@ def test_train_then_eval_give_the_same_test_metric(tmp_path):
 
 
 @pytest.mark.slow  # 18 s: make test-slow, which CI runs
-def test_multirun_makes_one_run_dir_per_job_and_a_summary(tmp_path):
+def test_multirun_makes_one_run_dir_per_job(tmp_path):
     result = run_cli(
         "train.py",
         "-m",
@@ -234,8 +234,6 @@ def test_multirun_makes_one_run_dir_per_job_and_a_summary(tmp_path):
         lrs.append((job / "overrides.yaml").read_text())
     assert ["model.warmup_epochs=1" in x for x in lrs] == [True, False]
     assert ["model.warmup_epochs=3" in x for x in lrs] == [False, True]
-    assert (sweep / "summary.csv").read_text().count("\n") == 3  # header + 2 jobs
-    assert (sweep / "summary.png").stat().st_size > 1000
 
 
 def test_ijepa_eval_reproduces_the_online_evaluation(tmp_path):

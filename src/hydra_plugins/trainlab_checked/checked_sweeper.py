@@ -7,8 +7,10 @@ and values, its place): one refused job refuses the sweep in one line naming the
 the key, before any job runs or any sweep dir is made.
 
 ``hydra.sweeper.keep_going=true`` runs the valid jobs instead, one at a time, through any
-failure, and lists the refused and failed jobs in the sweep's summary.csv and at the end
-(run/sweep_summary.py reads them from ``not_finished.json``).
+failure, and writes the refused and failed jobs to the sweep dir's ``not_finished.json``
+(the run tables part lists them in the sweep's summary.csv). Such a sweep ends with one
+line and exit 2 (jobs refused) or 1 (a job failed): ``SweepStatus``, a Hydra callback run
+after the others.
 """
 
 import json
@@ -16,6 +18,7 @@ import sys
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf, open_dict
 
 from trainlab.checks.config import check_config
@@ -117,3 +120,25 @@ class CheckedSweeper(BasicSweeperHooks):
             number += 1
         (sweep_dir / NOT_FINISHED).write_text(json.dumps(not_finished, indent=1) + "\n")
         return returns
+
+
+class SweepStatus(Callback):
+    """A ``keep_going`` sweep that refused or lost a job did not succeed: one line, exit 2
+    (refused only) or 1 (a job failed). Hydra calls end hooks last-listed first, so a
+    summary listed after this callback is written before the exit."""
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        path = sweep_dir / NOT_FINISHED
+        entries = json.loads(path.read_text()) if path.is_file() else []
+        if not entries:
+            return
+        failed = sum(entry["status"] == "failed" for entry in entries)
+        finished = len(list(sweep_dir.glob("*/metrics.json")))
+        print(
+            f"error: {failed} job(s) failed and {len(entries) - failed} were refused of "
+            f"{finished + len(entries)} (each with its reason in {path})",
+            file=sys.stderr,
+            flush=True,
+        )
+        sys.exit(1 if failed else UserError.exit_code)

@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 
 from trainlab.run.run_dir import check_output
-from trainlab.run.sweep_summary import read_overrides, swept_keys
+from trainlab.runs.sweep_summary import read_overrides, swept_keys
 from trainlab.utils.console import print_jobs
 from trainlab.utils.errors import ConfigError, UserError
 from trainlab.utils.files import not_a_file
@@ -194,7 +194,3 @@ def main(argv: list[str] | None = None) -> None:
         except OSError as error:
             fail(f"--csv {args.csv}: cannot write it ({error.strerror}): choose another path")
         print(f"written {args.csv}", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    main()

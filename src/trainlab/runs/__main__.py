@@ -1,0 +1,3 @@
+from trainlab.runs.table import main
+
+main()
