@@ -20,6 +20,7 @@ from trainlab.networks.global_batch_norm import (
     GlobalBatchNorm2d,
     GlobalBatchNormAct2d,
     per_rank_batch_norms,
+    to_global_batch_norm,
 )
 from trainlab.networks.grad_strides import keep_grad_strides, same_layout
 from trainlab.networks.vit import ViTEncoder
@@ -99,6 +100,26 @@ def test_buffers_kept_from_ddps_broadcast_add_to_the_list():
     keep_out_of_buffer_broadcast(module, ["b.y"])
     keep_out_of_buffer_broadcast(module, ["a.x", "c.z"])
     assert torch_internals.ddp_ignored_names(module) == {"a.x", "b.y", "c.z"}
+
+
+def test_ddp_broadcasts_a_per_rank_batchnorms_statistics_and_no_other_buffer():
+    """A method's own state (a centre) and the monitors' bank are kept out of DDP's
+    broadcast without being named; a timm ResNet's per-rank BatchNorm statistics are not,
+    until the encoder's BatchNorm is the global batch's."""
+    from functools import partial
+
+    from trainlab.model.self_supervised import SelfSupervised
+
+    encoder = timm.create_model("resnet18", num_classes=0, in_chans=1)
+    model = SelfSupervised(encoder, optimizer=partial(torch.optim.AdamW, lr=1e-3), num_classes=3)
+    model.register_buffer("center", torch.zeros(4))
+    statistics = {f"encoder.{name}" for name, _ in encoder.named_buffers()}
+    assert statistics and "encoder.bn1.running_mean" in statistics
+    kept = set(model.equal_on_every_rank())
+    assert kept == {name for name, _ in model.named_buffers()} - statistics
+    assert "center" in kept and any(name.startswith("online.") for name in kept)
+    model.encoder = to_global_batch_norm(encoder)
+    assert set(model.equal_on_every_rank()) == {name for name, _ in model.named_buffers()}
 
 
 def test_a_convnexts_gradients_keep_their_parameters_strides_and_values():

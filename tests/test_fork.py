@@ -33,6 +33,20 @@ def test_the_docs_count_the_files_the_fork_adds():
         assert NUMBERS[word.lower()] == len(new_files()), (doc, word, new_files())
 
 
+def test_the_contract_is_eight_names_that_exist():
+    """docs/fork.md lists a method's contract once, at most 8 names, each one there."""
+    from trainlab.model.self_supervised import SelfSupervised
+    from trainlab.networks import gather
+
+    text = (ROOT / "docs" / "fork.md").read_text()
+    section = text.split("**The contract: eight names.**", 1)[1].split("\n\n", 2)[1]
+    names = [n.strip() for n in re.findall(r"^\| \d \| `?([\w ]+)", section, re.M)]
+    assert 1 <= len(names) <= 8, names
+    for name in names[1:]:
+        found = hasattr(SelfSupervised, name) or hasattr(gather, name)
+        assert found or name == "range annotations", name
+
+
 @pytest.mark.slow  # the kit's 2-rank step, a SIGTERM resume and a 2-rank train.py run
 @pytest.mark.timeout(1200)  # two pytest runs in the fork, up to 900 s each
 def test_a_forked_method_passes_the_method_kit_with_no_other_edit(tmp_path):

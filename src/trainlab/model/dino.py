@@ -27,7 +27,6 @@ class DINO(SelfSupervised):
 
     trained = ("encoder", "head")
     evaluated = "target_encoder"
-    owned_buffers = ("center.value",)  # moved from every rank's teacher outputs alike
 
     def __init__(
         self,

@@ -20,7 +20,9 @@ Conventions the rest of the template relies on:
 - ``loss`` returns as ``features`` the average-pooled outputs of the last
   ``monitored_blocks`` stages or blocks, concatenated (``pooled_layers``): the frozen
   protocol's ``last4`` view, the one its linear probe chooses, so the monitors agree with it;
-- ``owned_buffers``: state the method moves itself (a queue, a centre): DDP never broadcasts it;
+- buffers: DDP broadcasts only a per-rank BatchNorm's running statistics; every other buffer
+  (the method's own state, a centre or a queue) is made equal on every rank by the module
+  that moves it, and the rank consistency callback compares them all at every validation;
 - for masked methods, a ``masks`` generator of ``(batch_size, generator)``: the mask picture
   draws it with the run's seed (``run_seed()``, the one way a seed reaches a module);
 - attribute names ``encoder`` / ``target_encoder`` / ``predictor``: networks/weights.py maps
@@ -38,7 +40,7 @@ from lightning.pytorch.utilities.parsing import collect_init_args
 from trainlab.evaluation.online import OnlineEvaluator
 from trainlab.model.epoch_mean import EpochMean
 from trainlab.networks.encoder import layer_widths, pooled_layers, probe_layers
-from trainlab.networks.global_batch_norm import GLOBAL
+from trainlab.networks.global_batch_norm import GLOBAL, PER_RANK
 from trainlab.networks.masks import step_generator
 from trainlab.optim.fused import fused_by_default
 from trainlab.optim.param_groups import decay_groups
@@ -83,9 +85,6 @@ class SelfSupervised(L.LightningModule):
     #: teacher ("target_encoder", the name weight export, eval.py and the end-of-run table
     #: read first).
     evaluated: str = "encoder"
-    #: Buffers the method moves itself (a queue, a centre), equal on every rank by
-    #: construction: DDP never broadcasts them (``setup``).
-    owned_buffers: tuple[str, ...] = ()
     #: How a target network's buffers (BatchNorm's running statistics) follow its online
     #: network after every optimizer step: ``copy`` them, or ``average`` them with the EMA.
     target_buffers: Literal["copy", "average"] = "copy"
@@ -173,16 +172,19 @@ class SelfSupervised(L.LightningModule):
         self.log("train/loss", self.epoch_loss.mean(), on_epoch=True, sync_dist=True)
 
     def equal_on_every_rank(self) -> list[str]:
-        """Buffers that every rank computes alike: the method's own, the monitors' bank (each
-        rank enqueues every rank's gathered features) and BatchNorm statistics of the global
-        batch. DDP would broadcast them from rank 0 before every forward (broadcast_buffers,
-        on by default for per-rank BatchNorm): 335 MB a step for the bank at experiment=ijepa."""
-        names = [f"online.{name}" for name, _ in self.online.named_buffers()]
-        names += list(self.owned_buffers)
-        for prefix, module in self.named_modules():
-            if isinstance(module, GLOBAL):  # GlobalBatchNorm1d has no buffers
-                names += [f"{prefix}.{name}" for name, _ in module.named_buffers(recurse=False)]
-        return names
+        """Every buffer but a per-rank BatchNorm's running statistics: the method's own state
+        (a centre, a queue: equal because the module that moves it makes it so), the
+        monitors' bank (each rank enqueues every rank's gathered features), constants, and
+        BatchNorm statistics of the global batch. DDP would broadcast them from rank 0 before
+        every forward (broadcast_buffers, on by default for per-rank BatchNorm): 335 MB a
+        step for the bank at experiment=ijepa."""
+        per_rank = {
+            f"{prefix}.{name}" if prefix else name
+            for prefix, module in self.named_modules()
+            if isinstance(module, PER_RANK) and not isinstance(module, GLOBAL)
+            for name, _ in module.named_buffers(recurse=False)
+        }
+        return [name for name, _ in self.named_buffers() if name not in per_rank]
 
     def ema_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
         """(target, online) networks: target <- EMA of online after every optimizer step."""
