@@ -116,8 +116,8 @@ def test_stop_signals_to_the_whole_process_group_save_and_the_resume_is_exact(
 ):
     """With 2 data workers, as SLURM's srun and `kill -- -PGID` signal a job: SIGTERM to the
     whole process group after step 6, epoch 0's last batch (of 6), stops the run before
-    that epoch's validation; resumed, SIGTERM after step 8 stops it after the next one, step
-    9, mid-epoch 1; resumed, SIGUSR1 after step 10 stops it at 11; resumed again, every
+    that epoch's validation; resumed, Ctrl-C (SIGINT) after step 8 stops it after the next
+    one, step 9, mid-epoch 1; resumed, SIGUSR1 after step 10 stops it at 11; resumed again, every
     step's train/loss equals the uninterrupted run's, bitwise, and so do each epoch's mean
     (the stopped epoch's first steps counted) and validation (the first resume runs epoch
     0's), and no row of the first parts is lost. The workers leave the signals to the main
@@ -128,7 +128,7 @@ def test_stop_signals_to_the_whole_process_group_save_and_the_resume_is_exact(
     cut = [*job, "run_name=cut", "resume=true"]
     env = {"PYTHONPATH": str(ROOT / "tests")}
     run_dir = tmp_path / "train" / "runs" / "cut"
-    for step, name, code, at in [(6, "SIGTERM", 143, 6), (8, "SIGTERM", 143, 9), (10, "SIGUSR1", 138, 11)]:  # fmt: skip
+    for step, name, code, at in [(6, "SIGTERM", 143, 6), (8, "SIGINT", 130, 9), (10, "SIGUSR1", 138, 11)]:  # fmt: skip
         stopped = subprocess.run(
             [sys.executable, str(ROOT / "train.py"), *cut, *stop_at(step, name, group=True),
              f"paths.log_dir={tmp_path}"],
@@ -137,6 +137,8 @@ def test_stop_signals_to_the_whole_process_group_save_and_the_resume_is_exact(
         )  # fmt: skip
         assert stopped.returncode == code, stopped.stderr[-3000:]
         assert f"stopped by {name} at step {at}" in stopped.stderr
+        said = (run_dir / "train.log").read_text().count(f"received {name}")
+        assert said == 1  # by the main process, not by each data worker too
         last = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
         assert last["global_step"] == at
         assert "train/loss_step" in last["callback_metrics"]  # put back when the fit resumes

@@ -4,8 +4,8 @@ SLURM's ``srun``, GNU ``timeout`` and ``kill -- -PGID`` signal every process of 
 loader's workers included. A worker killed by SIGTERM or SIGUSR1 makes the main process
 raise "DataLoader worker ... is killed by signal" before it can save, and the run is lost.
 Workers that ignore the stop signals let the main process save last.ckpt at its next batch
-(callbacks/interruption.py) and then end its workers itself. Ctrl-C (SIGINT) is left as
-torch handles it in workers: they ignore the KeyboardInterrupt and the main process stops.
+(callbacks/interruption.py) and then end its workers itself. Ctrl-C (SIGINT) too: a forked
+worker inherits the main process's handler, and each worker said it would save.
 
 multiprocessing ends a process's live workers at its exit with SIGTERM and waits for them,
 which such a worker ignores: ``end_workers`` kills them first (atexit runs it before
@@ -19,7 +19,7 @@ import signal
 
 from lightning.fabric.utilities.seed import pl_worker_init_function
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT)
 
 
 def init_worker(worker_id: int) -> None:
