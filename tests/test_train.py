@@ -392,6 +392,17 @@ def test_a_shortened_recipe_warns_that_its_last_epochs_are_not_validated(tmp_pat
     assert "the last 3 epoch(s) are not validated" in caplog.text
 
 
+def test_a_warmup_as_long_as_the_run_warns(tmp_path, caplog):
+    """The default job warms up for 2 of its 40 epochs: cut to 2 epochs, it would never
+    reach its peak learning rate."""
+    from trainlab.checks.config import warn_warmup_past_the_run
+
+    warn_warmup_past_the_run(compose_cfg(tmp_path, ["trainer.max_epochs=3"]))
+    assert "warms up" not in caplog.text
+    warn_warmup_past_the_run(compose_cfg(tmp_path, ["trainer.max_epochs=2"]))
+    assert "model.warmup_epochs=2 is not below trainer.max_epochs=2" in caplog.text
+
+
 def test_preflight_leaves_the_runs_model_as_it_was_built(tmp_path):
     """The model preflight puts a batch through is the run's own (built once): its weights,
     buffers and modes are as built, and a classifier's train/acc counts no preflight image."""

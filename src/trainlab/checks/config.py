@@ -328,6 +328,7 @@ def check_config(
     check_resume_from(cfg)
     if warn:
         warn_unvalidated_epochs(cfg)
+        warn_warmup_past_the_run(cfg)
 
 
 def check_lr_schedule(model: DictConfig | None) -> None:
@@ -385,4 +386,18 @@ def warn_unvalidated_epochs(cfg: DictConfig) -> None:
             f"{every}: the last {epochs % every} epoch(s) are not validated, so "
             f"{cfg.get('optimized_metric')} and the best checkpoint do not see them; "
             f"add trainer.check_val_every_n_epoch=1 to validate every epoch"
+        )
+
+
+def warn_warmup_past_the_run(cfg: DictConfig) -> None:
+    """A recipe's warm-up, kept when the run is shortened, would take the whole run: the
+    learning rate never reaches its peak (model.optimizer.lr) and the cosine never starts."""
+    model = cfg.get("model")
+    warmup = model.get("warmup_epochs") if isinstance(model, DictConfig) else None
+    epochs = cfg.trainer.get("max_epochs")
+    if _number(warmup) and isinstance(epochs, int) and 0 < epochs <= warmup:
+        log.warning(
+            f"model.warmup_epochs={warmup} is not below trainer.max_epochs={epochs}: the "
+            "learning rate warms up for the whole run and never reaches model.optimizer.lr; "
+            f"pass model.warmup_epochs below {epochs}"
         )
