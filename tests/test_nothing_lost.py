@@ -238,3 +238,34 @@ def test_a_stop_after_the_fit_keeps_every_training_metric(
         if key != "fit_seconds" and not key.endswith("_per_s"):
             assert resumed[key] == whole[key], key
     assert resumed["fit_seconds"] > 1
+
+
+def catches(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler of its own for ``signum`` (Linux's SigCgt)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    caught = int(
+        next(line for line in status.splitlines() if line.startswith("SigCgt")).split()[1], 16
+    )
+    return bool(caught >> (signum - 1) & 1)
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT", "SIGUSR1"])
+def test_a_stop_before_training_starts_is_one_line_and_leaves_nothing(tmp_path, name):
+    """A stop signal while the run starts (checks, imports, building), before the fit's own
+    handling: one line, exit 128 + signal, and the run dir Hydra made is gone. Python's
+    defaults ended it silently (TERM, USR1) or with a traceback (Ctrl-C) and left the dir."""
+    logs = tmp_path / "logs"
+    cmd = [sys.executable, str(ROOT / "train.py"), f"paths.log_dir={logs}", "run_name=early"]
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 60
+    while not catches(proc.pid, signal.SIGTERM) and time.monotonic() < deadline:
+        time.sleep(0.01)  # the stop handlers are in place once the run's task starts
+    proc.send_signal(signal.Signals[name])
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.Signals[name], err[-2000:]
+    assert err.strip().splitlines() == [
+        f"stopped by {name} outside training; nothing was written: run the same command again"
+    ], err[-2000:]
+    assert not (logs / "train" / "runs" / "early").exists()

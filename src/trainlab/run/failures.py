@@ -8,6 +8,7 @@ and the empty dir Hydra made for it is removed.
 """
 
 import logging
+import os
 import sys
 import traceback
 import warnings
@@ -19,6 +20,7 @@ from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 
 from trainlab.run.run_dir import close_run_log, remove_if_empty
+from trainlab.run.stop_signals import Stopped, signals_raise_stopped
 from trainlab.utils.errors import ConfigError, UserError, one_line, storage_error
 
 # Optional dependencies that a config choice needs, and how to install each (pyproject.toml).
@@ -117,6 +119,24 @@ KNOWN_LOG_NOISE = {
 }
 
 
+def say_stopped(stop: Stopped, cfg: DictConfig) -> None:
+    """A stop signal outside the fit's own handling: one line, exit 128 + signal; a run dir
+    not yet opened is removed as a refused run's is."""
+    dirs = _dirs(cfg)
+    saved = sorted(dirs[0].glob("checkpoints/*.ckpt")) if dirs else []
+    opened = any(isinstance(h, logging.FileHandler) for h in logging.getLogger().handlers)
+    if not opened and dirs is not None:
+        remove_if_empty(*dirs)
+    if saved:
+        said = f"its checkpoints are in {saved[0].parent}"
+    elif opened:
+        said = f"nothing saved yet in {dirs[0]}: run the same command again"
+    else:
+        said = "nothing was written: run the same command again"
+    print(f"stopped by {stop.signum.name} outside training; {said}", file=sys.stderr, flush=True)
+    sys.exit(128 + stop.signum)
+
+
 def run_task(task: Callable[[DictConfig], object], cfg: DictConfig):
     if cfg.get("extras", {}).get("ignore_known_warnings", True):
         for pattern in KNOWN_NOISE:
@@ -125,8 +145,13 @@ def run_task(task: Callable[[DictConfig], object], cfg: DictConfig):
             logger = logging.getLogger(name)
             if not any(isinstance(f, _Drop) for f in logger.filters):  # once a process
                 logger.addFilter(_Drop(text))
+    # Under SLURM (SLURM_NTASKS, as Lightning detects it) SIGUSR1 is left alone: Lightning
+    # registers its requeue handler at the fit's start only where it finds none.
     try:
-        return task(cfg)
+        with signals_raise_stopped(usr1="SLURM_NTASKS" not in os.environ):
+            return task(cfg)
+    except Stopped as stop:
+        say_stopped(stop, cfg)
     except Exception as e:
         user_error = _user_error(e)
         where = _traceback_to_log_file()

@@ -3,7 +3,6 @@ ended when it starts, so a stop signal there (SIGTERM, SIGUSR1, Ctrl-C) ends the
 once with one line and 128 + the signal: ``resume=true`` rates again, and the summary keeps
 the fit's metrics (run/fit_record.py)."""
 
-import signal
 import sys
 import time
 from contextlib import contextmanager
@@ -16,31 +15,21 @@ from trainlab.evaluation.checkpoint import bounded_splits, print_ratings, rate_c
 from trainlab.evaluation.features import Extraction
 from trainlab.evaluation.protocol import choices
 from trainlab.evaluation.protocol import metrics as protocol_metrics
+from trainlab.run.stop_signals import Stopped, signals_raise_stopped
 from trainlab.utils.errors import DataError
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
-STOPS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
-
-
-class TableStopped(BaseException):  # not caught by an `except Exception` on its way out
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signal.Signals(signum)
-
-
-def _stop(signum, frame) -> None:
-    raise TableStopped(signum)
 
 
 @contextmanager
 def stopped_by_signals(run_dir: Path, continue_with: str, is_global_zero: bool):
     """While the table runs, a stop signal ends the run: one line on rank 0, exit 128 +
     signal, as a stop in training. Nothing is saved: the checkpoints already hold the fit."""
-    previous = {s: signal.signal(s, _stop) for s in STOPS}
     try:
-        yield
-    except TableStopped as stop:
+        with signals_raise_stopped():
+            yield
+    except Stopped as stop:
         if is_global_zero:
             print(
                 f"stopped by {stop.signum.name} during the end-of-run table: training had "
@@ -50,9 +39,6 @@ def stopped_by_signals(run_dir: Path, continue_with: str, is_global_zero: bool):
                 flush=True,
             )
         raise SystemExit(128 + stop.signum) from None
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 def rate_frozen_features(
