@@ -568,6 +568,24 @@ def test_a_fifo_where_the_tools_read_a_file_is_one_line_not_a_hang(tmp_path):
     assert done.returncode == 2 and f"weights file {fifo} is a FIFO" in done.stderr
 
 
+def test_a_run_config_that_is_a_fifo_is_one_line_for_eval_and_init_from(tmp_path):
+    """A checkpoint whose run dir holds a FIFO as config.yaml: eval.py and model.init_from
+    refuse it, naming the file, exit 2 (read as absent, eval said "no config.yaml" and
+    init_from trained with its own encoder shape)."""
+    import torch
+
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    ckpt.parent.mkdir(parents=True)
+    torch.save({"state_dict": {}}, ckpt)
+    os.mkfifo(tmp_path / "run" / "config.yaml")
+    logs = tmp_path / "logs"
+    for entry, key in (("eval.py", "ckpt_path"), ("train.py", "model.init_from")):
+        done = run_cli(entry, f"{key}={ckpt}", f"paths.log_dir={logs}", timeout=120)
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert_one_clear_line(done.stderr, "config.yaml is a FIFO", "regular file")
+    assert not list(logs.glob("*/runs/*"))
+
+
 def test_a_damaged_checkpoint_is_refused_wherever_it_is_read(tmp_path):
     """A checkpoint with flipped bytes (torch.load would read it silently): the check before
     a resume, an init_from, eval and the export (check_readable, read_state) names the file

@@ -3,6 +3,7 @@
 input format from it, so the network always matches the weights it loads.
 """
 
+import os
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -10,6 +11,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from trainlab.checks.allowed_targets import check_targets
 from trainlab.checks.copied_run import confine_encoder
 from trainlab.run.run_yaml import read_run_yaml
+from trainlab.utils.errors import ConfigError
+from trainlab.utils.files import not_a_file
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
@@ -26,9 +29,18 @@ def config_path(ckpt: str | Path) -> Path:
 
 
 def run_config_of(ckpt: str | Path) -> DictConfig | None:
-    """The run's config, or None for a checkpoint outside a run dir (official, timm files)."""
+    """The run's config, or None for a checkpoint outside a run dir (official, timm files).
+    A config.yaml there that is not a regular file (a FIFO would hang its reader) is
+    refused: read as absent, the checkpoint's shape and input were silently not taken."""
     path = config_path(ckpt)
-    return load_run_config(path) if path.is_file() else None
+    if path.is_file():
+        return load_run_config(path)
+    if os.path.lexists(path):
+        raise ConfigError(
+            f"{path} {not_a_file(path)}: the run's config must be a regular file; replace it "
+            "with the run's config.yaml, or use a checkpoint outside a run dir"
+        )
+    return None
 
 
 def load_run_config(path: Path, check: bool = True) -> DictConfig:
