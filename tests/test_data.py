@@ -68,6 +68,19 @@ def test_uint8_batches_normalised_after_the_transfer_equal_float_batches(tmp_pat
     assert torch.equal(x_u8, x_f) and torch.equal(y_u8, y_f)
 
 
+def test_loader_workers_are_at_most_the_usable_cores_so_torch_never_warns(recwarn):
+    """data=imagefolder asks for 8 workers: on a machine with fewer cores torch warned at
+    every loader ("This DataLoader will create 8 worker processes ..."). The module takes
+    at most the cores this process may use."""
+    from trainlab.utils.machine import usable_cores
+
+    data = DigitsDataModule(num_workers=usable_cores() + 6, batch_size=16)
+    assert data.num_workers == usable_cores()
+    data.setup()
+    next(iter(data.train_dataloader()))  # torch checks the count as the workers start
+    assert not [w for w in recwarn if "worker processes" in str(w.message)]
+
+
 def test_image_folder_skips_stray_files_and_says_so(tmp_path, caplog):
     root = make_image_folder(tmp_path, per_class=3)
     (root / "train" / "a" / "placeholder.gif").write_bytes(b"GIF89a")

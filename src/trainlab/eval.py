@@ -125,7 +125,7 @@ def rate_features(cfg: DictConfig, ckpt: Path, state: dict, start: float) -> dic
     how = Extraction(
         device=device,
         batch_size=datamodule.eval_batch_size,
-        num_workers=cfg.data.get("num_workers") or 0,
+        num_workers=datamodule.num_workers,  # data.num_workers, at most the usable cores
     )
     ratings = rate_checkpoint(
         encoder_cfg,

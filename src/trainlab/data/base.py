@@ -24,6 +24,7 @@ from trainlab.data.transforms import (
 from trainlab.data.worker_signals import init_worker
 from trainlab.utils.errors import DataError
 from trainlab.utils.logging import get_logger
+from trainlab.utils.machine import usable_cores
 from trainlab.utils.ranges import Bounds, Count, NonNegativeInt, OpenFraction, PositiveFraction
 from trainlab.utils.seeding import call_seeded, run_seed
 
@@ -92,6 +93,9 @@ class ImageDataModule(L.LightningDataModule):
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
         # When set, train.py derives batch_size from it and the number of devices.
         self.global_batch_size = global_batch_size
+        if num_workers > (cores := usable_cores()):  # torch warns at every loader beyond it
+            log.info(f"data.num_workers={num_workers}: {cores}, the cores this process may use")
+            num_workers = cores
         self.num_workers = num_workers
         self.pin_memory = pin_memory and torch.cuda.is_available()
         self.persistent_workers = persistent_workers and num_workers > 0

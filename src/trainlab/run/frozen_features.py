@@ -55,7 +55,7 @@ def rate_frozen_features(
     how = Extraction(
         device=trainer.strategy.root_device,
         batch_size=datamodule.eval_batch_size,
-        num_workers=cfg.data.get("num_workers") or 0,
+        num_workers=getattr(datamodule, "num_workers", 0),  # at most the usable cores
         rank=trainer.global_rank,
         world_size=trainer.world_size,
         all_gather=trainer.strategy.all_gather,

@@ -28,6 +28,15 @@ def cpu_model() -> str:
     return f"{name} with AVX-512 bf16" if "avx512_bf16" in flags else name
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (a SLURM job's or a container's
+    share), as torch's DataLoader counts them; the machine's count where there is none."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
 def machine() -> str:
     """The results files' machine line: CPU, cores, GPU, Python, torch, threads."""
     import torch  # here, not at the top: cpu_flags is read while a config is composed
