@@ -96,6 +96,38 @@ def test_image_folder_skips_stray_files_and_says_so(tmp_path, caplog):
     assert x.shape == (2, 3, 16, 16)
 
 
+@pytest.mark.parametrize("damage", ["empty", "bad magic", "truncated", "wrong count"])
+def test_a_damaged_fashion_mnist_file_is_named_damaged_not_missing(tmp_path, damage):
+    """Every raw file there, one damaged: one DataError that says the files cannot be read
+    and how to replace them (it said "not found ... set data.download=true", or a zero-byte
+    or bad-magic file ended in a bare ValueError or AssertionError)."""
+    import struct
+
+    from trainlab.utils.errors import DataError
+
+    raw = tmp_path / "FashionMNIST" / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for prefix, n in (("train", 40), ("t10k", 10)):
+        write_idx(raw / f"{prefix}-images-idx3-ubyte", rng.integers(0, 255, (n, 28, 28)))
+        write_idx(raw / f"{prefix}-labels-idx1-ubyte", rng.integers(0, 10, n))
+    images = raw / "train-images-idx3-ubyte"
+    data = images.read_bytes()
+    images.write_bytes(
+        {
+            "empty": b"",
+            "bad magic": b"\x00\x00\x09\x09" + data[4:],
+            "truncated": data[:1000],
+            "wrong count": data[:4] + struct.pack(">I", 50) + data[8:],
+        }[damage]
+    )
+    dm = TorchvisionDataModule("fashion_mnist", root=str(tmp_path), image_size=28, batch_size=4)
+    dm.check()
+    with pytest.raises(DataError, match="holds files that cannot be read") as refused:
+        dm.setup()
+    assert "set data.download=true" in str(refused.value) and "\n" not in str(refused.value)
+
+
 def test_mnist_offline_with_files_present(tmp_path):
     raw = tmp_path / "MNIST" / "raw"
     raw.mkdir(parents=True)

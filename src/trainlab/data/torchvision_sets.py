@@ -12,7 +12,7 @@ from pathlib import Path
 from torchvision import datasets
 
 from trainlab.data.base import ImageDataModule
-from trainlab.utils.errors import DataError
+from trainlab.utils.errors import DataError, one_line
 
 _DATASETS = {  # (class, its folder under root, its classes)
     "mnist": (datasets.MNIST, "MNIST/raw", 10),
@@ -52,14 +52,23 @@ class TorchvisionDataModule(ImageDataModule):
         )
 
     def _open(self, train: bool, download: bool = False):
+        # torchvision says "Dataset not found or corrupted." (RuntimeError) for a missing or
+        # a short file; a damaged header ends in whatever its parser raised.
         try:
             return self.cls(self.root, train=train, download=download)
-        except RuntimeError as e:  # torchvision: "Dataset not found or corrupted."
+        except (RuntimeError, ValueError, AssertionError, EOFError) as e:
+            if self.complete():
+                why = one_line(e) if str(e).strip() else "a bad header"
+                raise DataError(
+                    f"{self.name} at {self.expected} holds files that cannot be read, damaged "
+                    f"or incomplete ({type(e).__name__}: {why}): "
+                    "delete them and set data.download=true, or copy intact files there"
+                ) from None
             hint = (
                 self.ways_to_get_it()
                 if not download
                 else f"the download failed ({e}); copy the files there by hand"
-            )  # also reached when the folder exists but holds incomplete or corrupt files
+            )
             raise DataError(f"{self.name} not found at {self.expected}: {hint}") from None
 
     def prepare_data(self) -> None:
@@ -80,8 +89,9 @@ class TorchvisionDataModule(ImageDataModule):
     def complete(self) -> bool:
         """Whether the raw files of both splits are there (the names torchvision downloads,
         un-gzipped: ``resources``); reading them is setup's."""
-        names = (Path(url).name.removesuffix(".gz") for url, _md5 in self.cls.resources)
-        return all((Path(self.expected) / name).is_file() for name in names)
+        resources = getattr(self.cls, "resources", None)  # the MNIST kinds; CIFAR: unknown
+        names = [Path(url).name.removesuffix(".gz") for url, _md5 in resources or []]
+        return bool(names) and all((Path(self.expected) / name).is_file() for name in names)
 
     def build_splits(self):
         # No validation split in these sets: a seeded val_fraction of train is held out.
