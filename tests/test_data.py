@@ -96,6 +96,16 @@ def test_image_folder_skips_stray_files_and_says_so(tmp_path, caplog):
     assert x.shape == (2, 3, 16, 16)
 
 
+def raw_idx_folder(raw):
+    """MNIST's raw files as torchvision reads them: 40 train and 10 test random digits."""
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for prefix, n in (("train", 40), ("t10k", 10)):
+        write_idx(raw / f"{prefix}-images-idx3-ubyte", rng.integers(0, 255, (n, 28, 28)))
+        write_idx(raw / f"{prefix}-labels-idx1-ubyte", rng.integers(0, 10, n))
+    return raw
+
+
 @pytest.mark.parametrize("damage", ["empty", "bad magic", "truncated", "wrong count"])
 def test_a_damaged_fashion_mnist_file_is_named_damaged_not_missing(tmp_path, damage):
     """Every raw file there, one damaged: one DataError that says the files cannot be read
@@ -105,13 +115,7 @@ def test_a_damaged_fashion_mnist_file_is_named_damaged_not_missing(tmp_path, dam
 
     from trainlab.utils.errors import DataError
 
-    raw = tmp_path / "FashionMNIST" / "raw"
-    raw.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for prefix, n in (("train", 40), ("t10k", 10)):
-        write_idx(raw / f"{prefix}-images-idx3-ubyte", rng.integers(0, 255, (n, 28, 28)))
-        write_idx(raw / f"{prefix}-labels-idx1-ubyte", rng.integers(0, 10, n))
-    images = raw / "train-images-idx3-ubyte"
+    images = raw_idx_folder(tmp_path / "FashionMNIST" / "raw") / "train-images-idx3-ubyte"
     data = images.read_bytes()
     images.write_bytes(
         {
@@ -129,12 +133,7 @@ def test_a_damaged_fashion_mnist_file_is_named_damaged_not_missing(tmp_path, dam
 
 
 def test_mnist_offline_with_files_present(tmp_path):
-    raw = tmp_path / "MNIST" / "raw"
-    raw.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for prefix, n in (("train", 40), ("t10k", 10)):
-        write_idx(raw / f"{prefix}-images-idx3-ubyte", rng.integers(0, 255, (n, 28, 28)))
-        write_idx(raw / f"{prefix}-labels-idx1-ubyte", rng.integers(0, 10, n))
+    raw_idx_folder(tmp_path / "MNIST" / "raw")
     dm = TorchvisionDataModule(
         "mnist",
         root=str(tmp_path),
