@@ -10,9 +10,10 @@ head read 0.908 on val with three others and 0.836 alone).
 The whitening spans only the directions in which the features vary, so features of zero
 variance carry no weight. The fits then reach the optimum: on standardised digits (3 of the
 64 features constant) every weight decay of the grid ends within 1e-4 of scikit-learn's
-``LogisticRegression`` optimum of the same objective (tests/test_evaluation.py). The weight-decay grid reaches 1e-1 because the raw pixels choose
-1e-2. Written here because scikit-learn fits one model per call on the CPU (40 s for one
-weight decay on these features).
+``LogisticRegression`` optimum of the same objective (tests/test_evaluation.py). The
+weight-decay grid reaches 1e-1 because the raw pixels choose 1e-2. Written here because
+scikit-learn fits one model per call on the CPU (40 s for one weight decay on these
+features).
 """
 
 from dataclasses import dataclass

@@ -3,7 +3,6 @@
 input format from it, so the network always matches the weights it loads.
 """
 
-import os
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -33,14 +32,14 @@ def run_config_of(ckpt: str | Path) -> DictConfig | None:
     A config.yaml there that is not a regular file (a FIFO would hang its reader) is
     refused: read as absent, the checkpoint's shape and input were silently not taken."""
     path = config_path(ckpt)
-    if path.is_file():
+    if (what := not_a_file(path)) is None:
         return load_run_config(path)
-    if os.path.lexists(path):
-        raise ConfigError(
-            f"{path} {not_a_file(path)}: the run's config must be a regular file; replace it "
-            "with the run's config.yaml, or use a checkpoint outside a run dir"
-        )
-    return None
+    if what == "does not exist":
+        return None
+    raise ConfigError(
+        f"{path} {what}: the run's config must be a regular file; replace it with the run's "
+        "config.yaml, or use a checkpoint outside a run dir"
+    )
 
 
 def load_run_config(path: Path, check: bool = True) -> DictConfig:

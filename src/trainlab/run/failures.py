@@ -57,15 +57,20 @@ def _user_error(e: BaseException | None) -> UserError | None:
     return None
 
 
+def _run_log() -> logging.FileHandler | None:
+    """The run's log file (train.log), None before the run dir is opened."""
+    handlers = logging.getLogger().handlers
+    return next((h for h in handlers if isinstance(h, logging.FileHandler)), None)
+
+
 def _traceback_to_log_file() -> Path | None:
     """Append the traceback to the run's log file only, not to the console; None when the
     run was refused before its log file was opened."""
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, logging.FileHandler):
-            handler.stream.write(traceback.format_exc())
-            handler.flush()
-            return Path(handler.baseFilename)
-    return None
+    if (handler := _run_log()) is None:
+        return None
+    handler.stream.write(traceback.format_exc())
+    handler.flush()
+    return Path(handler.baseFilename)
 
 
 def _dirs(cfg: DictConfig) -> tuple[Path, Path] | None:
@@ -124,7 +129,7 @@ def say_stopped(stop: Stopped, cfg: DictConfig) -> None:
     not yet opened is removed as a refused run's is."""
     dirs = _dirs(cfg)
     saved = sorted(dirs[0].glob("checkpoints/*.ckpt")) if dirs else []
-    opened = any(isinstance(h, logging.FileHandler) for h in logging.getLogger().handlers)
+    opened = _run_log() is not None
     if not opened and dirs is not None:
         remove_if_empty(*dirs)
     if saved:
