@@ -39,7 +39,6 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(LOCKED) $(PY) -m pip install --quiet -e ".[dev]"
-	$(PY) -c 'from trainlab.utils.signatures import write; write()'
 	touch $(STAMP)
 
 install: $(STAMP) ## create .venv and install the project with its dev tools

@@ -1,6 +1,7 @@
 """Refusal times: seconds from ``python train.py <a bad value>`` to its one-line error,
-with and without an experiment, and whether torch was imported on the way (it must not be:
-importing it alone takes seconds)."""
+with and without an experiment, and whether torch was imported on the way: the command
+line's types, the ranges by key and the run dir refuse before it; a value against its
+class's signature after it (importing it alone takes seconds)."""
 
 import statistics
 import subprocess
@@ -18,8 +19,8 @@ PROBE = (
     "runpy.run_path('train.py', run_name='__main__')\n"
 )
 BAD = {  # what is refused: the overrides
-    "a range (model.ema_shape=bogus)": ["model.ema_shape=bogus"],
-    "a range (model.masks.fixed_shapes=0)": ["model.masks.fixed_shapes=0"],
+    "a signature's choice (model.ema_shape=bogus)": ["model.ema_shape=bogus"],
+    "a signature's range (model.masks.fixed_shapes=0)": ["model.masks.fixed_shapes=0"],
     "a type (trainer.max_epochs=ten)": ["trainer.max_epochs=ten"],
     "a learning rate (model.optimizer.lr=-1)": ["model.optimizer.lr=-1"],
     "a run name (run_name=../x)": ["run_name=../x"],

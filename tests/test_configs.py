@@ -2,9 +2,6 @@
 
 import json
 import re
-import subprocess
-import sys
-import typing
 
 import hydra
 import pytest
@@ -98,7 +95,6 @@ def test_values_that_cannot_work_are_refused_naming_the_key(cfg_factory, overrid
 
 
 def test_num_classes_is_counted_from_the_folder_or_its_classes_json(cfg_factory, tmp_path):
-    import json
 
     for split in ("train", "val"):
         for name in ("cat", "dog", "owl"):
@@ -190,158 +186,19 @@ def test_config_folders_mirror_the_packages():
     assert packages - groups == NO_GROUP
 
 
-def test_the_signature_cache_is_written_by_a_run_and_drops_an_entry_whose_source_changed(
-    cfg_factory, tmp_path, monkeypatch
-):
-    """No generated file to keep by hand: the full check writes the entries of the classes it
-    read, the light check uses them, and an edited source (its time changed) is read anew."""
-    from trainlab.utils import signatures
+def test_a_models_monitor_read_from_its_source_equals_its_class():
+    """Composing resolves ``${monitor:...}`` before torch is imported, so the resolver reads
+    the class's source (its own body or a base's): the same strings the class holds."""
+    from hydra.utils import get_class
 
-    monkeypatch.setattr(signatures, "FILE", tmp_path / "signatures.json")
-    signatures.signatures.cache_clear()
-    try:
-        target = "trainlab.model.vicreg.VICReg"
-        assert signatures.known(target) is None  # a class never seen: checked after torch only
-        check_config(cfg_factory("experiment=vicreg_digits"))  # the full check, imports
-        entry = signatures.known(target)
-        assert entry is not None and entry["monitor"] == "val/probe_acc"
-        assert entry["arguments"] == signatures.describe(target)["arguments"]
-        assert "trainlab.networks.vit.ViTEncoder" in signatures.signatures()  # its encoder too
-        cached = json.loads(signatures.FILE.read_text())
-        source = next(f for f in cached[target]["files"] if f.endswith("model/vicreg.py"))
-        cached[target]["files"][source] -= 1  # as if vicreg.py were edited since
-        signatures.FILE.write_text(json.dumps(cached))
-        signatures.signatures.cache_clear()
-        assert signatures.known(target) is None and signatures.annotations(target) is None
-        signatures.remember([target])
-        assert signatures.known(target)["files"][source] == entry["files"][source]
-    finally:
-        signatures.signatures.cache_clear()
+    from trainlab.utils.source import class_string, configured_targets
 
-
-def test_a_forged_cache_entry_runs_no_code_and_names_no_monitor_of_its_own(tmp_path, monkeypatch):
-    """The cache is read as data: an entry whose text is code is not evaluated (the light
-    check then has no annotations, and the full check reads the class), and a monitor
-    written by hand gives way to the class's once it is imported; the full check's
-    ``remember`` writes the true entry back."""
-    from trainlab.model import monitor
-    from trainlab.model.vicreg import VICReg
-    from trainlab.utils import signatures
-
-    target = "trainlab.model.vicreg.VICReg"
-    planted = tmp_path / "ran"
-    entry = signatures.describe(target)
-    forged = {**entry, "monitor": "train/loss", "monitor_mode": "max"}
-    forged["arguments"] = {
-        **entry["arguments"],
-        "sim": f"__import__('os').system('touch {planted}')",
-    }
-    monkeypatch.setattr(signatures, "FILE", tmp_path / "signatures.json")
-    signatures.FILE.write_text(json.dumps({target: forged}))
-    signatures.signatures.cache_clear()
-    try:
-        assert signatures.known(target) is not None  # current by its files and stamp ...
-        assert signatures.annotations(target) is None and not planted.exists()  # ... not code
-        for code in ("typing.Annotated[int, Ge(ge=__import__('os'))]", "typing.sys.modules"):
-            with pytest.raises(ValueError, match="not an annotation's text"):
-                signatures.evaluate(code)
-        assert monitor.read("monitor", target) == VICReg.monitor == "val/probe_acc"
-        assert monitor.read("monitor_mode", target) == "max" == VICReg.monitor_mode
-        signatures.remember([target])
-        assert signatures.known(target) == entry
-    finally:
-        signatures.signatures.cache_clear()
-
-
-TARGET = "trainlab.model.vicreg.VICReg"
-# Damage to the cache, given the true entry of VICReg: JSON text for the whole file.
-DAMAGE = {
-    "files-a-string": lambda e: json.dumps({TARGET: {**e, "files": "model/vicreg.py"}}),
-    "arguments-not-text": lambda e: json.dumps({TARGET: {**e, "arguments": {"x": 1}}}),
-    "entry-a-list": lambda e: json.dumps({TARGET: [e]}),
-    "file-a-list": lambda e: json.dumps([e]),
-    "nested-200000": lambda e: "[" * 200_000 + "]" * 200_000,  # deeper than Python recurses
-}
-
-
-@pytest.mark.parametrize("damage", DAMAGE)
-def test_a_damaged_cache_is_read_as_none_and_written_anew(tmp_path, monkeypatch, damage):
-    """Any damage to the cache costs the light check its entries, never a command: the
-    entries read as missing, and remember writes the file whole again."""
-    from trainlab.utils import signatures
-
-    monkeypatch.setattr(signatures, "FILE", tmp_path / "signatures.json")
-    signatures.FILE.write_text(DAMAGE[damage](signatures.describe(TARGET)))
-    signatures.signatures.cache_clear()
-    try:
-        assert signatures.known(TARGET) is None and signatures.annotations(TARGET) is None
-        signatures.remember([TARGET])
-        signatures.signatures.cache_clear()
-        assert signatures.known(TARGET) == signatures.describe(TARGET)
-        assert list(json.loads(signatures.FILE.read_text())) == [TARGET]
-    finally:
-        signatures.signatures.cache_clear()
-
-
-def test_every_cached_text_reads_back_as_its_annotation():
-    """The reader of cached text gives what the annotations are, for every target configs/
-    names (it replaces eval: the same result on every form as_text writes)."""
-    from trainlab.utils import signatures
-
-    for target, entry in signatures.generate().items():
-        hints = signatures.annotations_of(target)
-        for name, text in entry["arguments"].items():
-            assert signatures.as_text(signatures.evaluate(text)) == text, (target, name)
-            assert signatures.as_text(hints[name]) == text, (target, name)
-
-
-def test_an_edit_to_any_module_of_trainlab_drops_the_cached_entries(tmp_path, monkeypatch):
-    """An annotation may read an alias another module defines (a Literal of comm hooks):
-    every entry carries a stamp of all of trainlab's modules, and an edit to one changes it."""
-    from trainlab.utils import signatures
-
-    (tmp_path / "a.py").write_text("x = 1\n")
-    (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / "b.py").write_text("Hook = 'fp16'\n")
-    monkeypatch.setattr(signatures, "PACKAGE", tmp_path)
-    signatures.project_stamp.cache_clear()
-    try:
-        before = signatures.project_stamp()
-        own = tmp_path / "a.py"  # the class's own module: unchanged
-        entry = {
-            "python": sys.prefix,
-            "files": {str(own): own.stat().st_mtime_ns},
-            "project": before,
-        }
-        assert signatures.current(entry)
-        (tmp_path / "sub" / "b.py").write_text("Hook = 'fp16' or 'bf16'\n")
-        signatures.project_stamp.cache_clear()
-        assert signatures.project_stamp() != before and not signatures.current(entry)
-    finally:
-        signatures.project_stamp.cache_clear()
-
-
-def test_a_unions_text_does_not_depend_on_which_order_typing_saw_first():
-    """typing caches a union in the order it was first built: after another module wrote
-    `Optional[Union[float, int]]`, Lightning's `Optional[Union[int, float]]` reads back as
-    that. The cache's text must not depend on which modules a process imported before."""
-    from trainlab.utils.signatures import as_text
-
-    # typing's own spelling, as Lightning writes it, is the point here: not ``float | int``
-    typing.Optional[typing.Union[float, int]]  # noqa: B018, UP007, UP045
-    lightnings = typing.Optional[typing.Union[int, float]]  # noqa: UP007, UP045
-    assert as_text(lightnings) == as_text(int | float | None)
-    assert as_text(lightnings) == "typing.Union[float, int, NoneType]"
-
-
-@pytest.mark.slow  # imports every target in a fresh interpreter (10 s)
-def test_a_cache_entry_written_by_a_run_equals_a_fresh_interpreters():
-    """make install writes the cache in a fresh interpreter, a run in one that has imported
-    much more (which annotations resolve could depend on it): both write the same entries."""
-    from trainlab.utils.signatures import generate
-
-    code = (
-        "import json; from trainlab.utils.signatures import generate; print(json.dumps(generate()))"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert json.loads(done.stdout) == json.loads(json.dumps(generate()))
+    models = [t for t in configured_targets() if t.startswith("trainlab.model.")]
+    checked = 0
+    for target in models:
+        cls = get_class(target)
+        for attribute in ("monitor", "monitor_mode"):
+            if isinstance(getattr(cls, attribute, None), str):
+                assert class_string(target, attribute) == getattr(cls, attribute), target
+                checked += 1
+    assert checked >= 12, models  # every method, the classifier and the VAE

@@ -2,8 +2,8 @@
 
 Hydra's own sweeper composes the jobs and then runs them in order, so a bad value in the
 last job was found only after the others had trained, and the jobs after it never ran. Here
-each job's config gets the light entry's checks first (the types of its overrides, ranges
-and values, its place): one refused job refuses the sweep in one line naming the job and
+each job's config gets the config checks first (the types of its overrides, its values
+against its classes' signatures, its place): one refused job refuses the sweep in one line naming the job and
 the key, before any job runs or any sweep dir is made.
 
 ``hydra.sweeper.keep_going=true`` runs the valid jobs instead, one at a time, through any
@@ -31,7 +31,7 @@ NOT_FINISHED = "not_finished.json"  # in the sweep dir: jobs refused or failed, 
 
 
 def check_job(sweep_config, overrides: list[str], config_loader, number: int) -> Path:
-    """The checks train.py's light entry runs, on one job's composed config; returns the
+    """The checks of a job's config that need no data, on one job's composed config; returns the
     job's dir (job ``number`` of the sweep), placed like a single run's."""
     config = config_loader.load_sweep_config(sweep_config, list(overrides))
     job_dir = place_job(config, number)
@@ -40,7 +40,7 @@ def check_job(sweep_config, overrides: list[str], config_loader, number: int) ->
         task.paths.output_dir = task.paths.log_dir  # only the run knows its dir
     check_name("task_name", task.get("task_name"))
     check_override_types(task, sweep_config.hydra.job.config_name, list(overrides))
-    check_config(task, list(overrides), imports=False)
+    check_config(task, list(overrides))  # its classes' signatures too: imports them
     return job_dir
 
 

@@ -4,15 +4,17 @@ to the run dir. The modules of this package, cheapest first:
 
 - ``hydra_errors``: Hydra's own errors (an unknown group, a mistyped key) as one line;
 - ``placement``: where the run dir lies (a Hydra callback, before Hydra makes the folder);
-- ``config``: every node's values and types against its class's signature;
+- ``config``: ranges by key and rules across keys; then, with the classes imported, every
+  node's values and types against its class's signature;
 - ``override_types``: what the command line typed against what the config holds;
 - ``allowed_targets``: a config read from a run dir is data: which classes it may name;
 - the run dir: not in use, not finished (``run_dir.guard``), no writer into another run;
 - ``preflight``: the data, the devices, the model, its optimizer, the callbacks and the
   Trainer built, and one real batch through the model.
 
-The first half needs no torch, so ``python train.py`` refuses a mistyped value before
-importing torch and Lightning (``check_before_torch``; importing them takes seconds).
+All but the signatures and preflight need no torch, so ``python train.py`` refuses a
+mistyped value before importing torch and Lightning (``check_before_torch``; importing them
+takes seconds).
 """
 
 import importlib.util
@@ -38,8 +40,8 @@ log = get_logger(__name__)
 
 
 def check_before_torch(cfg: DictConfig, config_name: str = "train") -> None:
-    """What needs no torch: every value against the signatures kept as text
-    (utils/signatures.py, a cache), the command line's types, and the run dir's state."""
+    """What needs no torch: the command line's types, the ranges by key and the rules
+    across keys (no class's signature: that needs its import), and the run dir's state."""
     check_config(cfg, rundir.command_line_overrides(), imports=False, warn=False)
     if GlobalHydra.instance().is_initialized():  # from a command line (not a child rank,
         # which runs rank 0's checked config, nor a test's composed config); it composes

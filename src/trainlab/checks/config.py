@@ -10,6 +10,7 @@ across keys, keys of classes trainlab does not own) is checked by the plain func
 
 import collections.abc
 import functools
+import inspect
 import math
 import types
 import typing
@@ -23,13 +24,32 @@ from trainlab.utils.errors import ConfigError
 from trainlab.utils.files import not_a_file
 from trainlab.utils.logging import get_logger
 from trainlab.utils.omegaconf_internals import is_interpolation, node_at
-from trainlab.utils.signatures import annotations, annotations_of, remember
 
 log = get_logger(__name__)
 
 # Finite numbers everywhere (inf/nan is never a setting); classes as annotations checked by
 # isinstance (a value given for them is then a nested _target_ node, checked on its own).
 _PYDANTIC = ConfigDict(allow_inf_nan=False, arbitrary_types_allowed=True)
+
+
+def annotations_of(target: str) -> dict[str, Any]:
+    """Annotated arguments of a target, imported; for a class, of every ``__init__`` in its
+    MRO, since subclasses often pass ``**kwargs`` through to their base."""
+    from hydra.utils import get_object
+
+    try:
+        obj = get_object(target)
+    except Exception:  # an import error: said where the node is built
+        return {}
+    fns = [c.__init__ for c in reversed(obj.__mro__)] if inspect.isclass(obj) else [obj]
+    hints: dict[str, Any] = {}
+    for fn in fns:
+        try:
+            hints.update(typing.get_type_hints(fn, include_extras=True))
+        except Exception:  # unresolvable annotations: nothing to check against
+            pass
+    hints.pop("return", None)
+    return hints
 
 
 @functools.cache
@@ -77,45 +97,31 @@ def dict_nodes(cfg: Any, path: str):
             yield from dict_nodes(node_at(cfg, key), f"{path}.{key}")
 
 
-def _interpolates(node: Any) -> bool:
-    """Whether a node is, or holds at any depth, an interpolation."""
-    if is_interpolation(node):
-        return True
-    if isinstance(node, DictConfig):
-        return any(_interpolates(node_at(node, k)) for k in node)
-    if isinstance(node, ListConfig):
-        return any(_interpolates(node_at(node, i)) for i in range(len(node)))
-    return False
-
-
 def _has_target(value: Any) -> bool:
     if isinstance(value, dict):
         return "_target_" in value or any(map(_has_target, value.values()))
     return isinstance(value, list) and any(map(_has_target, value))
 
 
-def check_types(node: DictConfig, path: str, imports: bool = True) -> None:
+def check_types(node: DictConfig, path: str) -> None:
     """Raise ConfigError for a value that the node's ``_target_`` signature refuses: its
     type, or the range its annotation declares (trainlab.utils.ranges), via pydantic. The
-    signature is the imported target's, or (``imports=False``) its text in the signature
-    cache (trainlab/utils/signatures.py), where it holds a current entry."""
+    signature is read from the imported target."""
     target = node_at(node, "_target_") if "_target_" in node else None
     if target is None or is_interpolation(target):
         hints = {}  # an interpolated target: resolved (and checked) only where it is built
     else:
         target = node["_target_"]
-        hints = annotations_of(target) if imports else (annotations(target) or {})
+        hints = annotations_of(target)
     for key in node:
         try:
             adapter = _adapter(hints[key]) if key in hints else None
         except TypeError:  # an annotation that cannot be a cache key
             adapter = _adapter.__wrapped__(hints[key])
-        if imports and isinstance(node_at(node, key), DictConfig):
+        if isinstance(node_at(node, key), DictConfig):
             _check_nested_class(node, key, hints.get(key), path)
         if adapter is None:
             continue
-        if not imports and _interpolates(node_at(node, key)):
-            continue  # the key it reads is checked where it is written; a resolver may import
         try:
             value = node[key]
             if isinstance(value, (DictConfig, ListConfig)):
@@ -276,10 +282,9 @@ def check_config(
 ) -> None:
     """All checks that need no data and no devices. ``typed``: the command line's overrides.
     Importing every ``_target_`` for its signature takes seconds (torch, Lightning), so
-    the check before torch reads the signatures kept as text (``imports=False``: a bad
-    value is refused in under a second, ``warn=False``: its warnings come once, from the
+    the check before torch (``imports=False``) checks what needs no signature: a bad value
+    there is refused in under a second (``warn=False``: its warnings come once, from the
     full check after)."""
-    targets = set()
     for key in cfg:
         if key == "hydra" or not isinstance(node_at(cfg, key), DictConfig):
             continue  # Hydra's own node (validated by Hydra), and root values
@@ -287,13 +292,8 @@ def check_config(
         for path, node in nodes:  # first: their messages say more
             check_ranges(node, path)
             check_values(node, path)
-        for path, node in nodes:
-            check_types(node, path, imports)
-            target = node_at(node, "_target_") if "_target_" in node else None
-            if target is not None and not is_interpolation(target):
-                targets.add(str(node["_target_"]))
-    if imports:  # their classes are imported now: the next run's light check reads them
-        remember(targets)
+        for path, node in nodes if imports else ():
+            check_types(node, path)
     seed = cfg.get("seed")
     if _number(seed) and not 0 <= seed < 2**32:
         raise ConfigError(f"seed={seed} is not valid: it must be in [0, 2**32) (or null)")
@@ -340,7 +340,7 @@ def check_lr_schedule(model: DictConfig | None) -> None:
         return
     for key in ("start_lr", "final_lr"):
         value = model.get(key)
-        if _number(value) and value > peak:
+        if _number(value) and math.isfinite(value) and value > peak:  # inf: by signature
             raise ConfigError(
                 f"model.{key}={value} is above the peak model.optimizer.lr={peak}: give "
                 f"model.{key} at most {peak}, or raise model.optimizer.lr"

@@ -8,7 +8,8 @@ true, and ``seed=1.5`` ran as seed 1. The type a key expects is the type of its 
 config composed without the command line's values (its groups and experiment kept): what the
 yaml files say. Keys whose value there is null, or that the command line adds (``+key``),
 have no type to hold to, and null is always taken; their classes' signatures are checked
-later (checks/config.py). So are Lightning's own nodes (LIGHTNING_NODES), whose arguments
+later (checks/config.py). So are the arguments of trainlab's own classes, whose signatures
+say their types and ranges, and Lightning's own nodes (LIGHTNING_NODES), whose arguments
 take several types (``trainer.devices=[0,2]``, ``trainer.limit_train_batches=0.5``).
 """
 
@@ -19,6 +20,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from trainlab.utils.errors import ConfigError
+from trainlab.utils.source import defines_class
 
 LIGHTNING_NODES = ("trainer.", "callbacks.", "logger.", "strategy.", "launcher.")
 
@@ -48,7 +50,7 @@ def check_override_types(cfg: DictConfig, config_name: str, task_overrides: list
         key = o.key_or_group
         if o.is_add() or o.is_delete() or o.is_sweep_override():
             continue
-        if key.startswith(("hydra.", *LIGHTNING_NODES)):
+        if key.startswith(("hydra.", *LIGHTNING_NODES)) or _argument_of_trainlab(cfg, key):
             continue
         if o.is_force_add() or isinstance(OmegaConf.select(cfg, key, default=None), DictConfig):
             continue  # ++key, or a group choice (data=mnist)
@@ -73,6 +75,17 @@ def check_override_types(cfg: DictConfig, config_name: str, task_overrides: list
             raise ConfigError(
                 f"{key}={value!r} is not valid: {key} takes {expected} (configured: {node_base!r})"
             )
+
+
+def _argument_of_trainlab(cfg: DictConfig, key: str) -> bool:
+    """Whether ``key`` is an argument of a class of trainlab: its signature says the type."""
+    parent = OmegaConf.select(cfg, key.rpartition(".")[0], default=None)
+    if not isinstance(parent, DictConfig) or _interpolated(
+        cfg, f"{key.rpartition('.')[0]}._target_"
+    ):
+        return False
+    target = parent.get("_target_")
+    return isinstance(target, str) and defines_class(target)
 
 
 def _interpolated(cfg: DictConfig, key: str) -> bool:

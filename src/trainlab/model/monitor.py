@@ -3,35 +3,27 @@ and ``${monitor_mode:${model._target_}}`` read its class's ``monitor`` and ``mon
 
 An OmegaConf resolver, so that checkpointing and sweeps follow whichever model is composed,
 inside an experiment or not (an experiment may still state ``optimized_metric`` itself).
-It reads them from the class where the class is imported already (after the full check:
-what the run records and checkpoints by), else from the signature cache
-(trainlab/utils/signatures.py), so resolving imports no model (torch takes seconds); a
-trainlab class it holds no current entry of is imported, and any other name is refused
-unimported: a config read from disk may name anything here.
+Composing a config resolves it already (OmegaConf's merge reads the value an experiment's
+``optimized_metric`` replaces), before torch is imported: so it reads the string the class
+writes in its source (utils/source.py), and imports the class only where none is written
+there. A config read from disk may name anything here: a name that is not a class of
+trainlab is refused unimported.
 """
-
-import sys
 
 from omegaconf import OmegaConf
 
 from trainlab.utils.errors import ConfigError
-from trainlab.utils.signatures import known
-from trainlab.utils.source import defines_class
+from trainlab.utils.source import class_string, defines_class
 
 
 def read(attribute: str, target: str) -> str:
-    module, _, name = target.rpartition(".")
-    imported = getattr(sys.modules.get(module), name, None)
-    if isinstance(imported, type) and defines_class(target):
-        return getattr(imported, attribute)
-    entry = known(target)
-    if entry is not None and attribute in entry:
-        return entry[attribute]
     if not defines_class(target):
         raise ConfigError(
             f"${{{attribute}:{target}}} names no LightningModule class of trainlab: give "
             f"model._target_ a class of src/trainlab/model, or set optimized_metric yourself"
         )
+    if (written := class_string(target, attribute)) is not None:
+        return written
     from hydra.utils import get_class
 
     return getattr(get_class(target), attribute)

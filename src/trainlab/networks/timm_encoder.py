@@ -1,7 +1,7 @@
 """Any timm backbone as an encoder, by name: ``timm.create_model(model_name, num_classes=0)``.
 
 A thin door around timm's own factory, written here for two things timm's ``**kwargs``
-cannot give: a config's values checked (types and ranges, before torch is imported) and a
+cannot give: a config's values checked (types and ranges, before anything is built) and a
 name that is not a timm model refused in one line instead of timm's traceback.
 """
 
