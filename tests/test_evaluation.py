@@ -166,6 +166,35 @@ def test_every_grid_point_reaches_scikit_learns_optimum_with_constant_features()
         assert (predicted == reference.predict(x.numpy())).mean() > 0.995, wd
 
 
+def test_whitening_fewer_images_than_dimensions_is_the_covariances():
+    """With N < D the whitening comes from the N x N Gram matrix: the same P P^T (the
+    covariance's pseudo-inverse) as the D x D covariance's eigenvectors give, and whitened
+    coordinates of identity covariance."""
+    from trainlab.evaluation.linear_grid import whitening
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(50, 30, generator=g) @ torch.randn(30, 200, generator=g) + 3  # rank 30
+    mean, P = whitening(x)
+    eigval, eigvec = torch.linalg.eigh(torch.cov((x - x.mean(dim=0)).T.double()))
+    kept = eigval > 1e-6 * eigval.max()
+    reference = eigvec[:, kept] * eigval[kept].rsqrt()
+    assert P.shape == reference.shape == (200, 30)
+    inverse = reference @ reference.T
+    assert torch.allclose(P.double() @ P.double().T, inverse, atol=1e-6 * inverse.abs().max())
+    whitened = ((x - mean) @ P).double()
+    assert torch.allclose(torch.cov(whitened.T), torch.eye(30, dtype=torch.float64), atol=1e-5)
+
+
+def test_the_grid_rates_224px_rgb_pixels_without_a_dimension_squared():
+    """The pixels of 224 px RGB photos are 150,528 features: their covariance in float64
+    would take 181 GB. 40 such images are rated in memory linear in the dimension."""
+    g = torch.Generator().manual_seed(0)
+    labels = torch.arange(40) % 2
+    pixels = torch.rand(40, 3 * 224 * 224, generator=g) + 0.05 * labels[:, None]
+    heads = train_heads(pixels, labels, 2, weight_decays=(1e-3,), max_iter=30)
+    assert (heads(pixels)[0].argmax(dim=1) == labels).float().mean() == 1.0
+
+
 @pytest.mark.slow  # a pre-training and two eval.py runs, 50 s: make test-slow (CI runs it);
 # make test rates features at the end of the default job (test_train.py)
 def test_eval_features_rates_a_trainlab_checkpoint_against_its_baselines(

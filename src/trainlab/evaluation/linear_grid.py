@@ -56,12 +56,24 @@ def whitening(x: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Tensor, torch.T
     """(mean, P) such that (x - mean) @ P has identity covariance: P (D, K) spans the K
     directions in which x varies (eigenvalues above ``eps`` times the largest). The others
     (a feature of zero variance) carry no signal, and the penalised optimum has no weight
-    there: whitening them blew them up and stalled L-BFGS above the optimum."""
+    there: whitening them blew them up and stalled L-BFGS above the optimum.
+
+    With fewer images N than dimensions D (the pixels of photos: D = 150,528 at 224 px RGB)
+    the directions come from the N x N Gram matrix instead of the D x D covariance, whose
+    float64 alone would take 181 GB there: the same P (P P^T is the covariance's
+    pseudo-inverse either way), in time and memory linear in D."""
     mean = x.mean(dim=0)
-    cov = torch.cov((x - mean).T.double())
-    eigval, eigvec = torch.linalg.eigh(cov)
+    centred = (x - mean).double()
+    n, d = centred.shape
+    if n >= d:
+        eigval, eigvec = torch.linalg.eigh(torch.cov(centred.T))
+        kept = eigval > eps * eigval.max().clamp(min=1e-30)
+        return mean, (eigvec[:, kept] * eigval[kept].rsqrt()).float()
+    # X X^T u = s u gives the covariance's eigenvector X^T u / sqrt(s), eigenvalue s / (n-1)
+    eigval, eigvec = torch.linalg.eigh(centred @ centred.T)
     kept = eigval > eps * eigval.max().clamp(min=1e-30)
-    return mean, (eigvec[:, kept] * eigval[kept].rsqrt()).float()
+    scale = (n - 1) ** 0.5 / eigval[kept]  # 1/sqrt(s) for the unit vector, sqrt((n-1)/s)
+    return mean, ((centred.T @ eigvec[:, kept]) * scale).float()
 
 
 def train_heads(
