@@ -18,6 +18,7 @@ from benchmarks import (
     memory,
     model,
     optimizer,
+    rating,
     refusals,
     startup,
     step,
@@ -26,6 +27,10 @@ from benchmarks import (
 from trainlab.utils.machine import machine
 
 ROOT = Path(__file__).resolve().parents[1]
+RATING_TEXT = """The linear grid whitens each view's training features. With fewer images than dimensions
+(the pixel view of photos) it reads the directions from the N x N Gram matrix rather than
+the D x D covariance: the same directions (tests/test_evaluation.py). Seconds, median of
+3, for one view; the grid whitens each of its 4 views once per rated encoder."""
 
 # The benchmark model: the default job's I-JEPA (ViT-Tiny/4, depth 4) at 32 px: 64 tokens.
 SHAPE = dict(img_size=32, patch_size=4, in_chans=1, size="vit_tiny", depth=4)
@@ -59,6 +64,7 @@ def main():
     collation_rates = collation.bench()
     loader_rates = loader.bench()
     optimizer_times = optimizer.bench()
+    rating_rows = rating.bench()
     text = f"""# Benchmarks
 
 Written by `make bench` (benchmarks/__main__.py) on {datetime.date.today()}.
@@ -120,8 +126,11 @@ config, building the data, model and Trainer, the step and writing the run dir.
 ## Refusals (benchmarks/refusals.py)
 
 `python train.py <one bad value>` until its one-line error (exit 2), with and without an
-experiment: seconds, median of 5, and whether torch was imported on the way. Importing
-torch and Lightning alone takes {torch_import_s:.2f} s here (median of 5).
+experiment: seconds, median of 5, and whether torch was imported on the way. The command
+line's types (beside Lightning's nodes and trainlab's class arguments), the ranges by key
+and the run dir refuse before torch; a value against its class's signature (trainlab's
+arguments, the Trainer's) after the import, still before the run dir. Importing torch and
+Lightning alone takes {torch_import_s:.2f} s here (median of 5).
 
 {refusals.table(refusal_rows)}
 
@@ -151,6 +160,12 @@ ViT-Small/16, 224 px (batch 8) on the same machine: the rate the loader has to k
 ## The training loader alone, by data set and workers (benchmarks/loader.py)
 
 {loader.markdown(loader_rates, 480.0)}
+## The frozen-feature rating's whitening on wide views (benchmarks/rating.py)
+
+{RATING_TEXT}
+
+{rating.table(rating_rows)}
+
 ## On a GPU: benchmarks/gpu.md (`scripts/gpu_check.sh`)
 
 This machine has no GPU. On one, `scripts/gpu_check.sh` (benchmarks/gpu.py) runs the paper's
