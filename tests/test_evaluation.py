@@ -185,6 +185,20 @@ def test_whitening_fewer_images_than_dimensions_is_the_covariances():
     assert torch.allclose(torch.cov(whitened.T), torch.eye(30, dtype=torch.float64), atol=1e-5)
 
 
+def test_the_pixel_baseline_keeps_small_images_and_pools_large_ones_to_32px():
+    """The embedded sets' images (28 and 32 px) keep every pixel; a photo at 224 px is its
+    32 x 32 average: 3,072 features, not 150,528."""
+    from trainlab.evaluation.features import pixel_views
+
+    digits = torch.randn(5, 1, 28, 28)
+    assert torch.equal(pixel_views(digits)["pixels"], digits.flatten(1))
+    photos = torch.randn(5, 3, 224, 160)
+    pooled = pixel_views(photos)["pixels"]
+    assert pooled.shape == (5, 3 * 32 * 32)
+    block = photos[:, :, :7, :5].mean(dim=(2, 3))  # 224 / 32 = 7 rows, 160 / 32 = 5 columns
+    assert torch.allclose(pooled.reshape(5, 3, 32, 32)[:, :, 0, 0], block, atol=1e-6)
+
+
 def test_the_grid_rates_224px_rgb_pixels_without_a_dimension_squared():
     """The pixels of 224 px RGB photos are 150,528 features: their covariance in float64
     would take 181 GB. 40 such images are rated in memory linear in the dimension."""

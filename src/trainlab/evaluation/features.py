@@ -13,8 +13,18 @@ from trainlab.networks.encoder import pooled_layers, probe_layers
 Views = Callable[[torch.Tensor], dict[str, torch.Tensor]]
 
 
+# The pixel baseline's largest side: CIFAR's. Larger images are average-pooled to it, so the
+# baseline is defined at any image size (224 px RGB would be 150,528 features a linear probe
+# cannot condition) and the embedded sets (28 and 32 px) keep every pixel.
+PIXEL_SIDE = 32
+
+
 def pixel_views(images: torch.Tensor) -> dict[str, torch.Tensor]:
-    """The raw-pixel baseline: the normalised image, flattened."""
+    """The raw-pixel baseline: the normalised image, flattened, at most PIXEL_SIDE a side."""
+    height, width = images.shape[-2:]
+    if max(height, width) > PIXEL_SIDE:
+        size = (min(height, PIXEL_SIDE), min(width, PIXEL_SIDE))
+        images = torch.nn.functional.adaptive_avg_pool2d(images.float(), size)
     return {"pixels": images.flatten(1)}
 
 

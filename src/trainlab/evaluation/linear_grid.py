@@ -16,10 +16,12 @@ scikit-learn fits one model per call on the CPU (40 s for one weight decay on th
 features).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from rich.progress import Progress
 
 WEIGHT_DECAYS = (1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
 
@@ -82,6 +84,7 @@ def train_heads(
     num_classes: int,
     weight_decays=WEIGHT_DECAYS,
     max_iter: int = 300,
+    fitted: Callable[[], None] = lambda: None,
 ) -> LinearHeads:
     """One head per weight decay wd, each minimising mean cross-entropy + wd/2 * |W|^2 alone.
 
@@ -116,6 +119,7 @@ def train_heads(
         with torch.no_grad():  # back to the features' coordinates: logits = x W^T + b
             heads.weight[h] = head.weight[0] @ P.T
             heads.bias[h] = head.bias[0] - heads.weight[h] @ mean
+        fitted()
     return heads
 
 
@@ -126,21 +130,31 @@ def linear_grid(
     num_classes: int,
     weight_decays=WEIGHT_DECAYS,
     max_iter: int = 300,
+    desc: str | None = None,
 ) -> tuple[HeadResult, list[HeadResult]]:
     """Fit every head on ``train``, pick the one with the best ``val`` accuracy, report ``test``.
 
     ``views`` maps a view name to its features per split ({"train", "val", "test"}); the
-    choice reads train and val only (ties go to the first point in grid order).
+    choice reads train and val only (ties go to the first point in grid order). ``desc``:
+    a progress bar with the time left over the grid's fits (None: no bar).
     """
     results = []
-    for view, feats in views.items():
-        with torch.enable_grad():
-            heads = train_heads(
-                feats["train"], labels["train"], num_classes, weight_decays, max_iter
-            )
-        val, test = heads(feats["val"]), heads(feats["test"])
-        for h, wd in enumerate(weight_decays):
-            val_acc, test_acc = accuracy(val[h], labels["val"]), accuracy(test[h], labels["test"])
-            results.append(HeadResult(view, wd, val_acc, test_acc))
+    with Progress(*Progress.get_default_columns(), transient=True, disable=desc is None) as bar:
+        task = bar.add_task(f"{desc}: linear probes", total=len(views) * len(weight_decays))
+        for view, feats in views.items():
+            with torch.enable_grad():
+                heads = train_heads(
+                    feats["train"],
+                    labels["train"],
+                    num_classes,
+                    weight_decays,
+                    max_iter,
+                    fitted=lambda: bar.advance(task),
+                )
+            val, test = heads(feats["val"]), heads(feats["test"])
+            for h, wd in enumerate(weight_decays):
+                val_acc = accuracy(val[h], labels["val"])
+                test_acc = accuracy(test[h], labels["test"])
+                results.append(HeadResult(view, wd, val_acc, test_acc))
     best = max(results, key=lambda r: r.val_acc)
     return best, results

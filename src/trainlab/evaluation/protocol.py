@@ -62,7 +62,7 @@ def extract_splits(
 
 def rate_features(feats, labels, num_classes: int, knn_k: int = 20, **grid) -> Rating:
     """The linear grid and kNN (``knn_k`` neighbours) on cached features, both chosen on val
-    and scored on test."""
+    and scored on test; ``desc`` in ``grid`` names the grid's progress bar."""
     best, _ = linear_grid(feats, labels, num_classes, **grid)
     view, knn_val, knn_test = knn_choice(feats, labels, num_classes, knn_k)
     return Rating(best, view, knn_val, knn_test)
@@ -78,7 +78,9 @@ def rate(
     **grid,
 ) -> Rating:
     """Rate one feature extractor on ``datasets`` = {"train", "val", "test"} (eval transforms)."""
-    return rate_features(*extract_splits(views, datasets, name, how), num_classes, knn_k, **grid)
+    feats, labels = extract_splits(views, datasets, name, how)
+    desc = name if how.rank == 0 else None  # one bar, as extraction shows
+    return rate_features(feats, labels, num_classes, knn_k, desc=desc, **grid)
 
 
 def metrics(ratings: dict[str, Rating]) -> dict[str, float]:
