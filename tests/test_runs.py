@@ -60,7 +60,8 @@ def rows(path):
 
 def test_the_csv_is_never_written_into_a_run_or_over_a_file_without_force(runs, tmp_path, capsys):
     """--csv into a run dir (its metrics.json, its checkpoint) or over an existing file is
-    one line, exit 2, the file unchanged; --force replaces a file; a new folder is made."""
+    one line, exit 2, the file unchanged; --force replaces a file; a new folder is made, and
+    said."""
     metrics = runs / "runs" / "a" / "metrics.json"
     kept = metrics.read_bytes()
     mine = tmp_path / "mine.csv"
@@ -73,8 +74,10 @@ def test_the_csv_is_never_written_into_a_run_or_over_a_file_without_force(runs, 
     assert metrics.read_bytes() == kept and mine.read_text() == "my table"
     main([str(runs), "--csv", str(mine), "--force"])
     assert rows(mine)
+    capsys.readouterr()
     main([str(runs), "--csv", str(tmp_path / "new" / "folder" / "t.csv")])
     assert rows(tmp_path / "new" / "folder" / "t.csv")
+    assert f"(made the folder {tmp_path / 'new'})" in capsys.readouterr().err  # said, not silent
     with pytest.raises(SystemExit) as stop:  # a file where a folder should be
         main([str(runs), "--csv", str(mine / "t.csv")])
     assert stop.value.code == 2 and "cannot write" in capsys.readouterr().err

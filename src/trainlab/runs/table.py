@@ -187,10 +187,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     if args.csv:
         header, rows = table(runs, metrics, short=False)
+        made = next((p for p in reversed(args.csv.parents) if not p.exists()), None)
         try:
             args.csv.parent.mkdir(parents=True, exist_ok=True)
             with open(args.csv, "w", newline="") as f:
                 csv.writer(f).writerows([header, *rows])
         except OSError as error:
             fail(f"--csv {args.csv}: cannot write it ({error.strerror}): choose another path")
-        print(f"written {args.csv}", file=sys.stderr)
+        print(
+            f"written {args.csv}" + (f" (made the folder {made})" if made else ""), file=sys.stderr
+        )
