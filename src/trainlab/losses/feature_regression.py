@@ -17,5 +17,6 @@ class FeatureRegressionLoss(nn.Module):
         self.distance = DISTANCES[distance]
 
     def forward(self, pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        # In float32 even under bf16 autocast: the loss is a small difference of features.
-        return self.distance(pred.float(), target.float())
+        # At least float32 even under bf16 autocast: the loss is a small difference of features.
+        dtype = torch.promote_types(pred.dtype, torch.float32)
+        return self.distance(pred.to(dtype), target.to(dtype))
