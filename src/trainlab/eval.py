@@ -101,7 +101,12 @@ def rate_features(cfg: DictConfig, ckpt: Path, state: dict, start: float) -> dic
     (``state``: the checkpoint memory-mapped, to refuse a part it lacks before a run dir)."""
     import torch
 
-    from trainlab.evaluation.checkpoint import print_ratings, rate_checkpoint
+    from trainlab.evaluation.checkpoint import (
+        bounded_splits,
+        print_ratings,
+        rate_checkpoint,
+        ratings_title,
+    )
     from trainlab.evaluation.features import Extraction
     from trainlab.evaluation.protocol import choices
     from trainlab.evaluation.protocol import metrics as protocol_metrics
@@ -127,6 +132,9 @@ def rate_features(cfg: DictConfig, ckpt: Path, state: dict, start: float) -> dic
         batch_size=datamodule.eval_batch_size,
         num_workers=datamodule.num_workers,  # data.num_workers, at most the usable cores
     )
+    bounds = [cfg.features.get(k) for k in ("train_per_class", "eval_per_class")]
+    sizes = {k: len(v) for k, v in bounded_splits(datamodule, *bounds, cfg.seed).items()}
+    rated = time.monotonic()
     ratings = rate_checkpoint(
         encoder_cfg,
         str(ckpt),
@@ -135,12 +143,12 @@ def rate_features(cfg: DictConfig, ckpt: Path, state: dict, start: float) -> dic
         cfg.features.baselines,
         cfg.seed,
         how,
-        cfg.features.get("train_per_class"),
-        cfg.features.get("eval_per_class"),
+        *bounds,
         cfg.features.get("knn_k", 20),
     )
     metrics = protocol_metrics(ratings)
-    print_ratings(ratings, f"frozen features of {ckpt.name} ({datamodule.name})")
+    seconds = round(time.monotonic() - rated, 1)
+    print_ratings(ratings, ratings_title(str(ckpt), datamodule.name, sizes, 1, seconds))
     report(
         "eval summary",
         run_dir,

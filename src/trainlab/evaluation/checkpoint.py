@@ -1,6 +1,8 @@
 """Rate the frozen encoder of a checkpoint (trainlab, official I-JEPA or timm) against the
 raw pixels and a random encoder of the same shape, on one data module's splits."""
 
+from pathlib import Path
+
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
@@ -93,6 +95,15 @@ def rate_checkpoint(
     encoder = load_encoder(encoder_cfg, ckpt, init_part).to(how.device)
     ratings["features"] = rate(encoder_views(encoder), datasets, classes, init_part, how, knn_k)
     return ratings
+
+
+def ratings_title(ckpt: str, data: str, sizes: dict[str, int], ranks: int, seconds: float) -> str:
+    """The table's title: what was rated, on how many images, by how many ranks, how long."""
+    used = ", ".join(f"{split} {n:,}" for split, n in sizes.items())
+    return (
+        f"frozen features of {Path(ckpt).name} ({data}; images: {used}; "
+        f"{ranks} rank(s), {seconds} s)"
+    )
 
 
 def print_ratings(ratings: dict[str, Rating], title: str) -> None:

@@ -11,7 +11,12 @@ from pathlib import Path
 import lightning as L
 from omegaconf import DictConfig
 
-from trainlab.evaluation.checkpoint import bounded_splits, print_ratings, rate_checkpoint
+from trainlab.evaluation.checkpoint import (
+    bounded_splits,
+    print_ratings,
+    rate_checkpoint,
+    ratings_title,
+)
 from trainlab.evaluation.features import Extraction
 from trainlab.evaluation.protocol import choices
 from trainlab.evaluation.protocol import metrics as protocol_metrics
@@ -79,10 +84,6 @@ def rate_frozen_features(
         "features_ranks": how.world_size,
     }
     if trainer.is_global_zero:
-        used = ", ".join(f"{k} {n:,}" for k, n in sizes.items())
-        print_ratings(
-            ratings,
-            f"frozen features of {Path(ckpt).name} ({datamodule.name}; images: {used}; "
-            f"{how.world_size} rank(s), {seconds} s)",
-        )
+        title = ratings_title(ckpt, datamodule.name, sizes, how.world_size, seconds)
+        print_ratings(ratings, title)
     return {**metrics, **protocol_metrics(ratings)}, choices(ratings), facts
