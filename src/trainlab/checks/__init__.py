@@ -74,6 +74,7 @@ def check(cfg: DictConfig) -> Accepted:
         check_batch_statistics,
         dry_trainer,
         preflight,
+        warn_images_below_the_stride,
     )
     from trainlab.networks.weights import check_fits
     from trainlab.run.batch import batch_for_world  # torch and Lightning
@@ -98,6 +99,8 @@ def check(cfg: DictConfig) -> Accepted:
     if resumed:
         check_fits(*resumed, model)
     check_batch_statistics(settled, model, batch["world_size"])
+    if rundir.is_global_zero():
+        warn_images_below_the_stride(settled, model)
     # Will it fit the device? Before the run dir: a run that fits no way stops here. The
     # model stays: the global batch, and so the learning rates, are the same.
     plan = hydra.utils.instantiate(cfg.memory_fit) if cfg.get("memory_fit") else None
