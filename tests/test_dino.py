@@ -103,6 +103,48 @@ def test_dino_loss_is_the_cross_entropy_over_every_other_view():
         assert torch.allclose(t.sum(-1), torch.ones(8))
 
 
+def test_dino_loss_and_centre_are_the_papers_on_hand_checked_values_and_gradients():
+    """DINO (Caron et al. 2021, Algorithm 1, and main_dino.py's DINOLoss): for every global
+    view i and every other view j, H(P_t(i), P_s(j)) with P_t = softmax((t - C) / tau_t) and
+    P_s = softmax(s / tau_s), averaged; dH/ds_j = (P_s(j) - P_t(i)) / tau_s. The centre moves
+    as C <- m C + (1 - m) mean(t). One image, 2 prototypes, written out with math alone."""
+    import math
+
+    from trainlab.networks.running_mean import RunningMean
+
+    tau_s, tau_t, m = 0.5, 0.25, 0.9
+    t = [[1.0, 0.0], [0.0, 0.5]]  # the teacher's logits on the 2 global views
+    s = [[0.5, 0.0], [0.0, 1.0], [1.0, 1.5]]  # the student's on those and one local view
+    c = [0.25, -0.25]
+
+    def softmax(x, tau):
+        e = [math.exp(v / tau) for v in x]
+        return [v / sum(e) for v in e]
+
+    p_t = [softmax([a - b for a, b in zip(row, c, strict=True)], tau_t) for row in t]
+    p_s = [softmax(row, tau_s) for row in s]
+    pairs = [(i, j) for i in range(2) for j in range(3) if j != i]  # 4 terms
+    by_hand = sum(-sum(p_t[i][k] * math.log(p_s[j][k]) for k in range(2)) for i, j in pairs) / 4
+    grads = [[0.0, 0.0] for _ in s]
+    for i, j in pairs:
+        for k in range(2):
+            grads[j][k] += (p_s[j][k] - p_t[i][k]) / tau_s / 4
+
+    student = [torch.tensor([row], dtype=torch.float64, requires_grad=True) for row in s]
+    teacher = [torch.tensor([row], dtype=torch.float64) for row in t]
+    dino = DINOLoss(student_temp=tau_s, teacher_temp=tau_t)
+    loss = dino(student, dino.targets(teacher, torch.tensor(c, dtype=torch.float64)))
+    assert loss.item() == pytest.approx(by_hand, abs=1e-12)
+    loss.backward()
+    for row, expected in zip(student, grads, strict=True):
+        assert torch.allclose(row.grad[0], torch.tensor(expected, dtype=torch.float64))
+    centre = RunningMean(2, m)
+    centre.value.copy_(torch.tensor([c]))
+    centre.update(torch.tensor(t))  # the mean of the two global views' outputs: [0.5, 0.25]
+    expected = [m * c[0] + (1 - m) * 0.5, m * c[1] + (1 - m) * 0.25]
+    assert torch.allclose(centre.value[0], torch.tensor(expected), atol=1e-7)
+
+
 def test_dino_loss_is_lowest_when_the_student_predicts_the_target():
     g = torch.Generator().manual_seed(0)
     teacher = [torch.randn(16, 10, generator=g) for _ in range(2)]
