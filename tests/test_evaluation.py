@@ -156,6 +156,7 @@ def test_every_grid_point_reaches_scikit_learns_optimum_with_constant_features()
         return float(cross_entropy + 0.5 * wd * weight.pow(2).sum())
 
     heads = train_heads(x, y, 10, WEIGHT_DECAYS)
+    assert all(converged for _, _, converged in heads.stops), heads.stops
     for h, wd in enumerate(WEIGHT_DECAYS):
         reference = LogisticRegression(C=1 / (len(x) * wd), tol=1e-10, max_iter=20_000)
         reference.fit(x.numpy(), y.numpy())
@@ -164,6 +165,27 @@ def test_every_grid_point_reaches_scikit_learns_optimum_with_constant_features()
         assert abs(ours - best) <= 1e-4 * best, (wd, ours, best)
         predicted = (x @ heads.weight[h].T + heads.bias[h]).argmax(dim=1).numpy()
         assert (predicted == reference.predict(x.numpy())).mean() > 0.995, wd
+
+
+def test_a_probe_cut_off_before_converging_says_so(caplog):
+    """Each grid point records L-BFGS's iterations, the largest gradient where it stopped and
+    whether it converged; a chosen point cut off by max_iter is said in one warning."""
+    import logging
+
+    from sklearn.datasets import load_digits
+
+    pixels, digits = load_digits(return_X_y=True)
+    x = torch.tensor(pixels, dtype=torch.float32)
+    x = (x - x.mean(dim=0)) / x.std(dim=0).clamp(min=1e-12)
+    y = torch.tensor(digits)
+    views, labels = {"pixels": {"train": x, "val": x, "test": x}}, {"train": y, "val": y, "test": y}
+    with caplog.at_level(logging.WARNING):
+        best, _ = linear_grid(views, labels, 10, weight_decays=(1e-2,))
+        assert best.converged and best.iterations < 300 and best.gradient < 1e-4, best
+        assert "cut off" not in caplog.text
+        short, _ = linear_grid(views, labels, 10, weight_decays=(1e-2,), max_iter=20)
+    assert not short.converged and short.iterations == 20 and short.gradient > best.gradient
+    assert "was cut off after 20 L-BFGS iterations, not converged" in caplog.text
 
 
 def test_whitening_fewer_images_than_dimensions_is_the_covariances():

@@ -23,6 +23,10 @@ import torch
 import torch.nn.functional as F
 from rich.progress import Progress
 
+from trainlab.utils.logging import get_logger
+
+log = get_logger(__name__)
+
 WEIGHT_DECAYS = (1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
 
 
@@ -32,6 +36,9 @@ class HeadResult:
     weight_decay: float
     val_acc: float
     test_acc: float
+    iterations: int = 0  # L-BFGS's, of at most max_iter
+    gradient: float = 0.0  # the objective's largest gradient entry where the fit stopped
+    converged: bool = True  # False: cut off by max_iter (or its 1.25 x evaluations)
 
 
 def accuracy(scores: torch.Tensor, labels: torch.Tensor) -> float:
@@ -46,6 +53,9 @@ class LinearHeads(torch.nn.Module):
         # zero init: the convex problem's answer does not depend on a seed
         self.weight = torch.nn.Parameter(torch.zeros(num_heads, num_classes, dim))
         self.bias = torch.nn.Parameter(torch.zeros(num_heads, num_classes))
+        self.stops: list[
+            tuple[int, float, bool]
+        ] = []  # each fit's (iterations, gradient, converged)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(N, D) -> logits (H, N, C)."""
@@ -116,6 +126,11 @@ def train_heads(
             return loss
 
         optimizer.step(closure)
+        closure()  # the gradient where it stopped: converged, or cut off at max_iter
+        gradient = max(float(p.grad.abs().max()) for p in head.parameters())
+        state, limits = optimizer.state[head.weight], optimizer.defaults
+        cut = state["n_iter"] >= max_iter or state["func_evals"] >= limits["max_eval"]
+        heads.stops.append((state["n_iter"], gradient, not cut))
         with torch.no_grad():  # back to the features' coordinates: logits = x W^T + b
             heads.weight[h] = head.weight[0] @ P.T
             heads.bias[h] = head.bias[0] - heads.weight[h] @ mean
@@ -155,6 +170,13 @@ def linear_grid(
             for h, wd in enumerate(weight_decays):
                 val_acc = accuracy(val[h], labels["val"])
                 test_acc = accuracy(test[h], labels["test"])
-                results.append(HeadResult(view, wd, val_acc, test_acc))
+                results.append(HeadResult(view, wd, val_acc, test_acc, *heads.stops[h]))
     best = max(results, key=lambda r: r.val_acc)
+    if not best.converged:
+        log.warning(
+            f"{desc or 'features'}: the chosen linear probe ({best.view}, weight decay "
+            f"{best.weight_decay:g}) was cut off after {best.iterations} L-BFGS iterations, "
+            f"not converged (largest gradient {best.gradient:.1e}): its accuracy may be below "
+            "the optimum's"
+        )
     return best, results
