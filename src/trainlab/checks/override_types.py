@@ -78,11 +78,13 @@ def check_override_types(cfg: DictConfig, config_name: str, task_overrides: list
 
 
 def _argument_of_trainlab(cfg: DictConfig, key: str) -> bool:
-    """Whether ``key`` is an argument of a class of trainlab: its signature says the type."""
-    parent = OmegaConf.select(cfg, key.rpartition(".")[0], default=None)
-    if not isinstance(parent, DictConfig) or _interpolated(
-        cfg, f"{key.rpartition('.')[0]}._target_"
-    ):
+    """Whether ``key`` is an argument of a class of trainlab: its signature says the type.
+    Hydra's own keys of the node (``_partial_``, ``_recursive_``, ...) are no argument."""
+    parent_key, _, leaf = key.rpartition(".")
+    parent = OmegaConf.select(cfg, parent_key, default=None) if parent_key else None
+    if leaf.startswith("_") or not isinstance(parent, DictConfig):
+        return False
+    if _interpolated(cfg, f"{parent_key}._target_"):
         return False
     target = parent.get("_target_")
     return isinstance(target, str) and defines_class(target)
