@@ -74,13 +74,17 @@ def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir
         log.info(
             f"resuming from {resume_from}"
             if resume_from
-            else f"no checkpoint in {run_dir}/checkpoints: starting fresh"
+            else f"nothing to continue from in {run_dir}/checkpoints (no last.ckpt, no "
+            "step*.ckpt): starting fresh"
         )
     elif cfg.get("resume_from"):
         resume_from = cfg.resume_from
         log.info(f"starting from the training state of {resume_from}")
     if resume_from is None and trainer.is_global_zero:
         forget_fit(run_dir)  # a fit from step 0: a record is of an attempt it replaces
+        if cfg.get("resume") and (aside := rundir.set_aside_checkpoints(run_dir)):
+            names = ", ".join(p.name for p in sorted(aside.iterdir()))
+            log.warning(f"resume=true starts again: the earlier attempt's {names} moved to {aside}")
     try:
         # weights_only: a checkpoint restores tensors and plain values, never runs code.
         trainer.fit(model, datamodule=datamodule, ckpt_path=resume_from, weights_only=True)
