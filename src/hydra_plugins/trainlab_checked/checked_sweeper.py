@@ -3,8 +3,8 @@
 Hydra's own sweeper composes the jobs and then runs them in order, so a bad value in the
 last job was found only after the others had trained, and the jobs after it never ran. Here
 each job's config gets the config checks first (the types of its overrides, its values
-against its classes' signatures, its place): one refused job refuses the sweep in one line naming the job and
-the key, before any job runs or any sweep dir is made.
+against its classes' signatures, its place): one refused job refuses the sweep in one line
+naming the job and the key, before any job runs or any sweep dir is made.
 
 ``hydra.sweeper.keep_going=true`` runs the valid jobs instead, one at a time, through any
 failure, and writes the refused and failed jobs to the sweep dir's ``not_finished.json``
@@ -31,8 +31,8 @@ NOT_FINISHED = "not_finished.json"  # in the sweep dir: jobs refused or failed, 
 
 
 def check_job(sweep_config, overrides: list[str], config_loader, number: int) -> Path:
-    """The checks of a job's config that need no data, on one job's composed config; returns the
-    job's dir (job ``number`` of the sweep), placed like a single run's."""
+    """The checks that need no data, on one job's composed config; returns the job's dir
+    (job ``number`` of the sweep), placed like a single run's."""
     config = config_loader.load_sweep_config(sweep_config, list(overrides))
     job_dir = place_job(config, number)
     task = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
