@@ -106,7 +106,7 @@ def test_a_resume_that_starts_again_sets_the_earlier_attempts_checkpoints_aside(
 ):
     """An attempt that left a best checkpoint but no last.ckpt (a full disk at its save):
     resume=true has nothing to continue from and starts again. The earlier checkpoints move,
-    bytes intact, to replaced_attempt/, and checkpoints/ holds the new attempt's alone."""
+    bytes intact, to replaced_attempt_<time>/, and checkpoints/ holds the new attempt's alone."""
     job = [*SHORT, "trainer.max_epochs=1", "trainer.limit_train_batches=2", "test=false"]
     assert train_in_process(monkeypatch, tmp_path, *job, "run_name=r") == 0
     run_dir = tmp_path / "train" / "runs" / "r"
@@ -115,7 +115,7 @@ def test_a_resume_that_starts_again_sets_the_earlier_attempts_checkpoints_aside(
     left = {p.name: p.read_bytes() for p in (run_dir / "checkpoints").glob("*.ckpt")}
     assert left  # its best checkpoint
     assert train_in_process(monkeypatch, tmp_path, *job, "run_name=r", "resume=true") == 0
-    aside = run_dir / "replaced_attempt"
+    (aside,) = run_dir.glob("replaced_attempt_*")  # named by the attempt's time
     assert {p.name: p.read_bytes() for p in aside.iterdir()} == left
     assert f"moved to {aside}" in (run_dir / "train.log").read_text()
     now = sorted(p.name for p in (run_dir / "checkpoints").glob("*.ckpt"))

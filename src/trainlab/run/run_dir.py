@@ -197,17 +197,14 @@ def resume_checkpoint(run_dir: Path) -> Path | None:
 
 
 def set_aside_checkpoints(run_dir: Path) -> Path | None:
-    """resume=true with nothing to continue from starts the run again: the checkpoints an
-    earlier attempt left without a last.ckpt (its best, on_exception.ckpt) move to
-    ``replaced_attempt/`` (``_2``, ... after that), so that the new attempt's checkpoints are
-    its own and nothing is lost. Returns that folder, or None where none were left."""
+    """resume=true with nothing to continue from starts again: the checkpoints an earlier
+    attempt left (its best, on_exception.ckpt) move to ``replaced_attempt_<its time>/``, so
+    that the new attempt's are its own and nothing is lost. Returns that folder, or None."""
     left = sorted((run_dir / "checkpoints").glob("*.ckpt"))
     if not left:
         return None
-    aside, n = run_dir / "replaced_attempt", 1
-    while aside.exists():
-        n += 1
-        aside = run_dir / f"replaced_attempt_{n}"
+    when = datetime.fromtimestamp(max(p.stat().st_mtime for p in left))
+    aside = run_dir / f"replaced_attempt_{when:%Y-%m-%d_%H-%M-%S}"
     aside.mkdir()
     for path in left:
         path.rename(aside / path.name)  # the same disk: nothing copied, no space needed
