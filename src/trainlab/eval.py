@@ -133,7 +133,8 @@ def rate_features(cfg: DictConfig, ckpt: Path, state: dict, start: float) -> dic
         num_workers=datamodule.num_workers,  # data.num_workers, at most the usable cores
     )
     bounds = [cfg.features.get(k) for k in ("train_per_class", "eval_per_class")]
-    sizes = {k: len(v) for k, v in bounded_splits(datamodule, *bounds, cfg.seed).items()}
+    datasets = bounded_splits(datamodule, *bounds, cfg.seed)
+    sizes = {k: len(v) for k, v in datasets.items()}
     rated = time.monotonic()
     ratings = rate_checkpoint(
         encoder_cfg,
@@ -145,6 +146,7 @@ def rate_features(cfg: DictConfig, ckpt: Path, state: dict, start: float) -> dic
         how,
         *bounds,
         cfg.features.get("knn_k", 20),
+        datasets,
     )
     metrics = protocol_metrics(ratings)
     seconds = round(time.monotonic() - rated, 1)

@@ -77,12 +77,14 @@ def rate_checkpoint(
     train_per_class: int | None = None,
     eval_per_class: int | None = None,
     knn_k: int = 20,
+    datasets: dict[str, Dataset] | None = None,
 ) -> dict[str, Rating]:
     """{"features": ..., and with baselines "pixels", "random"}, all on the same splits.
     ``train_per_class`` / ``eval_per_class`` bound the probe's train split and the val and
     test splits (null: every image), for data sets where extracting all would take hours;
     ``knn_k``: kNN's neighbours."""
-    datasets = bounded_splits(datamodule, train_per_class, eval_per_class, seed)
+    if datasets is None:  # else the caller's bounded_splits, built once
+        datasets = bounded_splits(datamodule, train_per_class, eval_per_class, seed)
     classes = datamodule.num_classes
     ratings = {}
     if baselines:

@@ -53,9 +53,8 @@ class LinearHeads(torch.nn.Module):
         # zero init: the convex problem's answer does not depend on a seed
         self.weight = torch.nn.Parameter(torch.zeros(num_heads, num_classes, dim))
         self.bias = torch.nn.Parameter(torch.zeros(num_heads, num_classes))
-        self.stops: list[
-            tuple[int, float, bool]
-        ] = []  # each fit's (iterations, gradient, converged)
+        # each fit's (iterations, gradient, converged), in the order of the heads
+        self.stops: list[tuple[int, float, bool]] = []
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(N, D) -> logits (H, N, C)."""

@@ -69,20 +69,18 @@ def rate_frozen_features(
     start = time.monotonic()
     try:
         seed = cfg.get("seed") or 0
-        sizes = {k: len(v) for k, v in bounded_splits(datamodule, *bounds.values(), seed).items()}
+        datasets = bounded_splits(datamodule, *bounds.values(), seed)
+        sizes = {k: len(v) for k, v in datasets.items()}
         ratings = rate_checkpoint(
             cfg.model.encoder, ckpt, datamodule, cfg.features.init_part,
             cfg.features.baselines, seed, how, **bounds, knn_k=cfg.features.get("knn_k", 20),
+            datasets=datasets,
         )  # fmt: skip
     except DataError as error:  # training succeeded: report, do not fail the run
         log.warning(f"frozen features not rated: {error}")
         return metrics, None, {}
     seconds = round(time.monotonic() - start, 1)
-    facts = {
-        "features_seconds": seconds,
-        "features_images": sizes,
-        "features_ranks": how.world_size,
-    }
+    facts = dict(features_seconds=seconds, features_images=sizes, features_ranks=how.world_size)
     if trainer.is_global_zero:
         title = ratings_title(ckpt, datamodule.name, sizes, how.world_size, seconds)
         print_ratings(ratings, title)
