@@ -156,8 +156,9 @@ BILLION_LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
 
 @pytest.mark.timeout(60)  # a FIFO blocks its reader until someone writes: a hang
 def test_a_damaged_file_in_a_run_dir_is_its_row_and_the_table_goes_on(runs, tmp_path, capsys):
-    """A truncated metrics.json, a planted alias bomb and a FIFO as overrides.yaml: each run
-    is listed as damaged, saying why, and the others are listed as before."""
+    """A truncated metrics.json, a planted alias bomb, a FIFO as overrides.yaml and one as
+    config.yaml (a stopped run that cannot resume): each run is listed as damaged, saying
+    why, and the others are listed as before."""
     truncated = make_run(runs, "h", ["seed=0"], {"val/acc": 0.2})
     (truncated / "metrics.json").write_text("")
     (make_run(runs, "i", ["seed=0"]) / "overrides.yaml").write_text(BILLION_LAUGHS)
@@ -165,11 +166,14 @@ def test_a_damaged_file_in_a_run_dir_is_its_row_and_the_table_goes_on(runs, tmp_
     fifo.unlink()
     os.mkfifo(fifo)
     assert "is a FIFO" in read_or_damaged(fifo.parent)["status"]
+    stopped = make_run(runs, "k", ["seed=0"], last_ckpt=True)
+    os.mkfifo(stopped / "config.yaml")
     main([str(runs), "--csv", str(tmp_path / "t.csv")])
     status = {r["run"].split("/")[-1]: r["status"] for r in rows(tmp_path / "t.csv")}
     assert status["h"].startswith("damaged: JSONDecodeError"), status
     assert status["i"].startswith("damaged: ConfigError"), status
     assert status["j"].startswith("damaged") and "is a FIFO" in status["j"], status
+    assert status["k"].startswith("damaged: ValueError: config.yaml is a FIFO"), status
     assert status["a"] == "finished" and status["d"] == "stopped"
 
 

@@ -12,7 +12,8 @@ system and without W&B:
 - failed: no metrics.json, and ``train.log`` holds a traceback (run_task writes it there);
 - stopped: neither, but a ``checkpoints/last.ckpt`` to continue from (``resume=true``);
 - incomplete: none of these (still running, or killed before its first checkpoint);
-- damaged: a file the table reads (meta.json, metrics.json) does not parse; the row says why.
+- damaged: a file the table reads (meta.json, metrics.json) does not parse, or a run file is
+  there but not a regular file (a FIFO as config.yaml); the row says why.
 """
 
 import argparse
@@ -62,7 +63,8 @@ def status(run_dir: Path) -> str:
 
 def read_run(run_dir: Path) -> dict:
     """One row: status, overrides, metrics, wall time and the checkpoint to use."""
-    for name in ("meta.json", "metrics.json", "train.log"):  # a FIFO would block the table
+    # a FIFO would block the table; a config.yaml that is none cannot be resumed or rated
+    for name in ("meta.json", "metrics.json", "train.log", "config.yaml"):
         path = run_dir / name
         if (path.exists() or name == "meta.json") and (what := not_a_file(path)):
             raise ValueError(f"{name} {what}")
