@@ -61,3 +61,36 @@ class RaiseAtStep(L.Callback):
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if trainer.global_step == self.step and trainer.global_rank == self.rank:
             raise RuntimeError(f"rank {self.rank} failed alone at step {self.step}")
+
+
+class WaitForSignalAtStep(L.Callback):
+    """A test callback: after a given optimizer step (or, with ``in_test``, where the final
+    test starts), every rank writes ``<marker>.<rank>`` and waits (at most ``timeout`` s)
+    until a stop signal reaches it, so that a signal sent from outside (``scancel -s USR1``,
+    a launcher) lands at a known point. Once: where its marker exists, a resumed run goes on."""
+
+    def __init__(self, marker: str, step: int = -1, in_test: bool = False, timeout: float = 120):
+        self.step, self.marker, self.in_test, self.timeout = step, marker, in_test, timeout
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step == self.step and not self.in_test:
+            self._wait(trainer)
+
+    def on_test_start(self, trainer, pl_module) -> None:
+        if self.in_test:
+            self._wait(trainer)
+
+    def _wait(self, trainer) -> None:
+        import time
+        from pathlib import Path
+
+        from trainlab.callbacks.interruption import InterruptionCheckpoint
+
+        marker = Path(f"{self.marker}.{trainer.global_rank}")
+        if marker.exists():
+            return
+        (saver,) = [c for c in trainer.callbacks if isinstance(c, InterruptionCheckpoint)]
+        marker.touch()
+        deadline = time.monotonic() + self.timeout
+        while not saver._received and time.monotonic() < deadline:
+            time.sleep(0.05)

@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -542,10 +543,13 @@ def test_a_refusal_comes_before_torch_is_imported(tmp_path, override):
 
 def test_slurm_launcher_without_slurm_and_a_directory_as_checkpoint(tmp_path):
     """launcher=slurm where there is no srun: one line naming the local alternatives, not
-    submitit's 36-line traceback; a directory given as ckpt_path is called a directory."""
+    submitit's 36-line traceback; a directory given as ckpt_path is called a directory. No
+    SLURM here, whatever the machine has: a PATH of the venv alone, no SLURM_* variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["PATH"] = str(Path(sys.executable).parent)
     slurm = subprocess.run(
         [sys.executable, str(ROOT / "train.py"), "-m", "launcher=slurm", f"paths.log_dir={tmp_path}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env,
     )  # fmt: skip
     assert slurm.returncode == 2 and "Traceback" not in slurm.stderr, slurm.stderr[-2000:]
     assert_one_clear_line(slurm.stderr, "srun", "launcher=submitit_local")

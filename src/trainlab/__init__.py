@@ -3,11 +3,14 @@
 from trainlab.data.class_count import register as _register_class_count
 from trainlab.model.monitor import register as _register_monitor
 from trainlab.trainer.cpu_precision import register as _register_cpu_precision
+from trainlab.trainer.slurm_gpus import register as _register_slurm_gpus
 
 __version__ = "0.1.0"
 
 # Before any config is resolved: ${count_classes:...} in configs/data, ${monitor:...} in
-# train.yaml, ${cpu_precision:...} in configs/experiment/ijepa_mnist.yaml.
+# train.yaml, ${cpu_precision:...} in configs/experiment/ijepa_mnist.yaml, ${slurm_gpus:...}
+# in configs/launcher/slurm.yaml.
 _register_class_count()
 _register_monitor()
 _register_cpu_precision()
+_register_slurm_gpus()

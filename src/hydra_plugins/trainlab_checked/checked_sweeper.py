@@ -13,7 +13,10 @@ line and exit 2 (jobs refused) or 1 (a job failed): ``SweepStatus``, a Hydra cal
 after the others.
 """
 
+import contextlib
+import io
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -24,6 +27,7 @@ from omegaconf import OmegaConf, open_dict
 from trainlab.checks.config import check_config
 from trainlab.checks.override_types import check_override_types
 from trainlab.checks.placement import check_name, place_job
+from trainlab.run.run_dir import remove_if_empty
 from trainlab.utils.errors import ConfigError, UserError, one_line
 from trainlab.utils.hydra_internals import BasicSweeperHooks
 
@@ -56,6 +60,30 @@ def last_error(job_dir: Path) -> str | None:
         line for line in lines if line and line.split(":")[0].endswith(("Error", "Exception"))
     ]
     return (said or raised or [None])[-1]
+
+
+@contextlib.contextmanager
+def sbatch_refusals(launcher, sweep_dir: Path, log_dir: Path):
+    """Under launcher=slurm, a job SLURM refuses leaves nothing: submitit's copy of sbatch's
+    message is held back (train.py prints it in its one line) and its submission files and
+    the sweep dir made for them are removed."""
+    if type(launcher).__name__ != "SlurmLauncher":
+        yield
+        return
+    held = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(held):
+            yield
+    except RuntimeError as error:
+        if "sbatch: error" not in str(error):
+            raise
+        shutil.rmtree(sweep_dir / ".submitit", ignore_errors=True)
+        (sweep_dir / "multirun.yaml").unlink(missing_ok=True)
+        remove_if_empty(sweep_dir, log_dir)
+        raise
+    finally:
+        if "sbatch: error" not in held.getvalue():
+            sys.stderr.write(held.getvalue())
 
 
 class CheckedSweeper(BasicSweeperHooks):
@@ -91,9 +119,11 @@ class CheckedSweeper(BasicSweeperHooks):
                         flush=True,
                     )
                     sys.exit(error.exit_code)
-        if not self.keep_going:
-            return super().sweep(arguments)
-        return self.run_through(jobs, refused)
+        sweep_dir, log_dir = Path(self.config.hydra.sweep.dir), Path(self.config.paths.log_dir)
+        with sbatch_refusals(self.launcher, sweep_dir, log_dir):
+            if not self.keep_going:
+                return super().sweep(arguments)
+            return self.run_through(jobs, refused)
 
     def run_through(self, jobs: list[list[str]], refused: dict[int, str]):
         """Each valid job on its own, whatever the others did; the refused and failed ones

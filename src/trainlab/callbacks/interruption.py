@@ -3,9 +3,11 @@ on an error.
 
 SIGTERM stops training at the same batch on every rank with a SIGTERMException, and
 Lightning calls ``on_exception``; here that saves last.ckpt, which ``resume=true``
-continues from. SIGUSR1 (the usual pre-emption notice) is routed to the same path, except
-under SLURM with auto-requeue, where Lightning's own SIGUSR1 handler saves and requeues.
-So is the first Ctrl-C (SIGINT): Lightning would otherwise stop at once, keeping only the
+continues from. SIGUSR1 (the usual pre-emption notice, ``sbatch --signal=SIGUSR1@90``) is
+routed to the same path; in a SLURM batch job, rank 0 then requeues the job (``scontrol
+requeue``) and the requeued job resumes from last.ckpt. Lightning's own SLURM handler is
+turned off: it would save a second, full checkpoint (``hpc_ckpt_N.ckpt``) that resume never
+reads, with a collective inside the signal handler. So is the first Ctrl-C (SIGINT): Lightning would otherwise stop at once, keeping only the
 last epoch's last.ckpt; a second Ctrl-C stops at once, as Python would. So is submitit's
 pre-emption signal (SIGUSR2 under ``launcher=slurm`` and ``hydra/launcher=submitit_local``):
 submitit's own handler would requeue the job at once, before anything is saved; here it
@@ -35,6 +37,7 @@ untrained initial weights under a name that reads like a result.
 
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import lightning as L
@@ -62,6 +65,29 @@ def peer_lost(exception: BaseException) -> bool:
     )
 
 
+def slurm_batch_job() -> bool:
+    """In a SLURM batch job (sbatch), not an interactive one (``srun --job-name=bash``)."""
+    return SLURMEnvironment.job_id() is not None
+
+
+def requeue_slurm_job(ask: bool) -> bool:
+    """After the save, in a SLURM batch job (else False): one task (``ask``) asks SLURM to
+    requeue the job, and SLURM then stops every task with SIGTERM, which they ignore: they
+    are exiting anyway."""
+    if not slurm_batch_job():
+        return False
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if not ask:
+        return True
+    job = os.environ["SLURM_JOB_ID"]
+    if os.environ.get("SLURM_ARRAY_JOB_ID"):  # an array task's own id
+        job = f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ['SLURM_ARRAY_TASK_ID']}"
+    done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)
+    if done.returncode != 0:
+        log.warning(f"scontrol requeue {job} failed: {done.stderr.strip()}")
+    return True
+
+
 class InterruptionCheckpoint(L.Callback):
     def __init__(self, dirpath: str, agree_every_n_batches: Count = 10):
         self.dirpath = Path(dirpath)
@@ -74,6 +100,12 @@ class InterruptionCheckpoint(L.Callback):
         self._logged: dict[str, torch.Tensor] = {}  # the resumed checkpoint's logged metrics
 
     # -- signals ---------------------------------------------------------------------------
+    def setup(self, trainer: L.Trainer, pl_module, stage: str) -> None:
+        # Before the fit registers Lightning's handlers: under SLURM, this callback's alone.
+        env = lightning_internals.cluster_environment(trainer)
+        if isinstance(env, SLURMEnvironment):
+            env.auto_requeue = False
+
     def on_train_start(self, trainer: L.Trainer, pl_module) -> None:
         lightning_internals.restore_callback_metrics(trainer, self._logged)
         self._logged = {}
@@ -81,9 +113,7 @@ class InterruptionCheckpoint(L.Callback):
         self.signal, self._received, self.stopped_at_once = None, False, False
         # Replaces Lightning's handler; Lightning restores the original one at teardown.
         signal.signal(signal.SIGTERM, self._on_sigterm)
-        env = lightning_internals.cluster_environment(trainer)
-        if not (isinstance(env, SLURMEnvironment) and env.auto_requeue):
-            self._previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, self._on_sigusr1)
+        self._previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, self._on_sigusr1)
         self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._on_sigint)
         if os.environ.get("SUBMITIT_EXECUTOR"):  # a submitit job: its pre-emption signal
             usr = submitit_internals.requeue_signal()
@@ -110,16 +140,21 @@ class InterruptionCheckpoint(L.Callback):
         log.info("Ctrl-C: saving last.ckpt after this batch (Ctrl-C again stops at once)")
 
     @property
-    def requeues(self) -> bool:
-        """Stopped by submitit's pre-emption signal: submitit requeues the job."""
-        return self._submitit is not None and self.signal == self._submitit[0]
+    def requeues(self) -> str | None:
+        """Who requeues the job after this stop: submitit, on its pre-emption signal; SLURM,
+        on SIGUSR1 in a batch job (not an interactive ``srun``); None otherwise."""
+        if self._submitit is not None:
+            return "submitit" if self.signal == self._submitit[0] else None
+        return "SLURM" if self.signal == signal.SIGUSR1 and slurm_batch_job() else None
 
-    def requeue(self) -> None:
-        """After the save: hand the signal to submitit's handler, which on rank 0
-        resubmits the job and exits."""
-        if self.requeues:
+    def requeue(self, trainer: L.Trainer) -> None:
+        """After the save: submitit's handler resubmits the job (on rank 0) and exits;
+        under SLURM rank 0 asks for the requeue, and SLURM stops every rank of this job."""
+        if self.requeues == "submitit":
             signum, handler = self._submitit
             handler(signum, None)
+        elif self.requeues == "SLURM":
+            requeue_slurm_job(ask=trainer.is_global_zero)
 
     def _agree_to_stop(self, trainer: L.Trainer) -> None:
         """Every rank calls this at the same point: stop if a signal reached any rank."""

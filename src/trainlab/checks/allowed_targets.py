@@ -37,6 +37,7 @@ DISK_RESOLVERS = frozenset(
         "monitor_mode",
         "count_classes",
         "cpu_precision",
+        "slurm_gpus",
     }
 )
 

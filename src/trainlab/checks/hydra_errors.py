@@ -111,6 +111,11 @@ def one_line_hydra_errors(main: Callable) -> Callable:
         except UserError as error:  # a sweeper's own check, before its first job
             refuse(str(error), error.exit_code)
         except RuntimeError as error:  # a launcher that cannot start here (srun, sbatch)
+            if said := next((s for s in str(error).splitlines() if "sbatch: error" in s), None):
+                refuse(
+                    f"SLURM refused the job ({said.strip()}): ask for what a node has with "
+                    "hydra.launcher.partition, cpus_per_task, mem_gb or gpus_per_node"
+                )
             if "slurm" not in str(error).lower():
                 raise
             refuse(

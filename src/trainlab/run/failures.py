@@ -8,7 +8,6 @@ and the empty dir Hydra made for it is removed.
 """
 
 import logging
-import os
 import sys
 import traceback
 import warnings
@@ -19,7 +18,7 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 
-from trainlab.run.run_dir import close_run_log, remove_if_empty
+from trainlab.run.run_dir import close_run_log, is_global_zero, remove_if_empty
 from trainlab.run.stop_signals import Stopped, signals_raise_stopped
 from trainlab.utils.errors import ConfigError, UserError, one_line, storage_error
 
@@ -100,6 +99,9 @@ KNOWN_NOISE = [
     # Lightning 2.6 when eval.py tests a checkpoint's weights without the training callbacks,
     # whose states an evaluation does not need
     r".*Be aware that when using `ckpt_path`, callbacks used to create the checkpoint.*",
+    # Lightning on any machine with SLURM installed: runs there start through srun from
+    # scripts/slurm.sbatch or launcher=slurm; a run on the login node is meant to be one
+    r".*The `srun` command is available on your system but is not used.*",
 ]
 
 
@@ -132,12 +134,16 @@ def say_stopped(stop: Stopped, cfg: DictConfig) -> None:
     opened = _run_log() is not None
     if not opened and dirs is not None:
         remove_if_empty(*dirs)
+    said = "nothing was written: run the same command again"
+    if opened:
+        said = f"nothing saved yet in {dirs[0]}: run the same command again"
     if saved:
         said = f"its checkpoints are in {saved[0].parent}"
-    elif opened:
-        said = f"nothing saved yet in {dirs[0]}: run the same command again"
-    else:
-        said = "nothing was written: run the same command again"
+    if saved and stop.signum.name == "SIGUSR1":  # a pre-emption notice, after the fit
+        from trainlab.callbacks.interruption import requeue_slurm_job
+
+        if requeue_slurm_job(ask=is_global_zero()):
+            said += "; SLURM requeues the job, which resumes with resume=true"
     print(f"stopped by {stop.signum.name} outside training; {said}", file=sys.stderr, flush=True)
     sys.exit(128 + stop.signum)
 
@@ -150,10 +156,8 @@ def run_task(task: Callable[[DictConfig], object], cfg: DictConfig):
             logger = logging.getLogger(name)
             if not any(isinstance(f, _Drop) for f in logger.filters):  # once a process
                 logger.addFilter(_Drop(text))
-    # Under SLURM (SLURM_NTASKS, as Lightning detects it) SIGUSR1 is left alone: Lightning
-    # registers its requeue handler at the fit's start only where it finds none.
     try:
-        with signals_raise_stopped(usr1="SLURM_NTASKS" not in os.environ):
+        with signals_raise_stopped():
             return task(cfg)
     except Stopped as stop:
         say_stopped(stop, cfg)

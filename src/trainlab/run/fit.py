@@ -35,32 +35,31 @@ def stop_after_signal(trainer: L.Trainer, run_dir: Path, cfg: DictConfig) -> Non
     then restart or requeue the job instead of taking it for finished."""
     saver = next((c for c in trainer.callbacks if isinstance(c, InterruptionCheckpoint)), None)
     signum = (saver.signal if saver else None) or signal.SIGTERM
-    if trainer.is_global_zero and trainer.state.fn == "test":
-        print(
-            f"stopped by {signum.name} during the final test: training had ended, its "
-            f"checkpoints are in {run_dir}/checkpoints; test one with "
-            f"python eval.py ckpt_path={run_dir}/checkpoints/<checkpoint>",
-            file=sys.stderr,
-            flush=True,
+    requeues = saver.requeues if saver else None  # "submitit", "SLURM" or None
+    checkpoints = f"{run_dir}/checkpoints"
+    if trainer.state.fn == "test":
+        said = f"during the final test: training had ended, its checkpoints are in {checkpoints}; "
+        said += (
+            f"{requeues} requeues the job, which tests again"
+            if requeues
+            else f"test one with python eval.py ckpt_path={checkpoints}/<checkpoint>"
         )
-    elif trainer.is_global_zero:
+    else:
         saved = (
-            f"saved {run_dir}/checkpoints/last.ckpt"
+            f"saved {checkpoints}/last.ckpt"
             if saver
             else "nothing saved (callbacks.interruption is off)"
         )
         then = (
-            "submitit requeues the job, which resumes from it with resume=true"
-            if saver and saver.requeues
+            f"{requeues} requeues the job, which resumes from it with resume=true"
+            if requeues
             else f"continue with the same command plus {continue_command(cfg, run_dir)}"
         )
-        print(
-            f"stopped by {signum.name} at step {trainer.global_step}: {saved}; {then}",
-            file=sys.stderr,
-            flush=True,
-        )
+        said = f"at step {trainer.global_step}: {saved}; {then}"
+    if trainer.is_global_zero:
+        print(f"stopped by {signum.name} {said}", file=sys.stderr, flush=True)
     if saver:
-        saver.requeue()  # under submitit: rank 0 requeues the job and exits here
+        saver.requeue(trainer)  # under submitit or SLURM
     raise SystemExit(128 + signum)
 
 

@@ -23,13 +23,11 @@ def _stop(signum, frame) -> None:
 
 
 @contextmanager
-def signals_raise_stopped(usr1: bool = True):
-    """While inside, SIGTERM, SIGUSR1 (unless ``usr1=False``) and Ctrl-C raise ``Stopped``;
-    the handlers found are restored on the way out. Signal handlers belong to the main
-    thread: elsewhere, nothing."""
-    stops = [s for s in STOPS if usr1 or s != signal.SIGUSR1]
+def signals_raise_stopped():
+    """While inside, SIGTERM, SIGUSR1 and Ctrl-C raise ``Stopped``; the handlers found are
+    restored on the way out. Signal handlers belong to the main thread: elsewhere, nothing."""
     main = threading.current_thread() is threading.main_thread()
-    previous = {s: signal.signal(s, _stop) for s in stops} if main else {}
+    previous = {s: signal.signal(s, _stop) for s in STOPS} if main else {}
     try:
         yield
     finally:

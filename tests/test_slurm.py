@@ -1,0 +1,187 @@
+"""SLURM for real: a one-node cluster (scripts/slurm_cluster.sh, from Debian's slurm-wlm and
+munge) runs scripts/slurm.sbatch and launcher=slurm jobs, pre-empts them with the notice a
+cluster sends (``scancel -s USR1``, what ``sbatch --signal=SIGUSR1@N`` sends to every task;
+USR2 for submitit) and requeues them; each ends as if it had run uninterrupted.
+
+No mock: sbatch, srun, scancel and scontrol are SLURM's own. A requeued job is held for
+2 minutes by SLURM (its BeginTime); the tests release it at once (``scontrol update
+StartTime=now``), as an administrator may. Where no cluster runs and none can be started
+(not root, no package index), the tests skip and say why."""
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, run_cli
+from test_resilience import TWO_RANK_JOB, losses_by_step
+
+pytestmark = pytest.mark.slow
+
+# test_resilience's 2-rank job (I-JEPA, depth 2), the ranks agreeing every 2 batches.
+JOB = [*TWO_RANK_JOB, "callbacks.interruption.agree_every_n_batches=2", "features.enabled=false"]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "tests")}
+
+
+def answers() -> bool:
+    return (
+        shutil.which("sinfo") is not None
+        and subprocess.run(["sinfo"], capture_output=True, timeout=30).returncode == 0
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A running cluster: the machine's own, or one started here and stopped after."""
+    if answers():
+        yield
+        return
+    if os.geteuid() != 0:
+        pytest.skip("no SLURM cluster answers here, and starting one needs root")
+    script = str(ROOT / "scripts" / "slurm_cluster.sh")
+    started = subprocess.run([script, "start"], capture_output=True, text=True, timeout=900)
+    if started.returncode != 0:
+        pytest.skip(f"could not start a SLURM cluster: {started.stderr.strip()[-300:]}")
+    yield
+    subprocess.run([script, "stop"], capture_output=True, timeout=120)
+
+
+def wait_at(step: int | str, marker: Path, timeout: float = 120) -> list[str]:
+    """Every rank waits after ``step`` (or where the final test starts: "test") until a stop
+    signal reaches it (signal_at_step.py)."""
+    name = f"wait_{step}"
+    at = "in_test=true" if step == "test" else f"step={step}"
+    return [
+        f"+callbacks.{name}._target_=signal_at_step.WaitForSignalAtStep",
+        f"+callbacks.{name}.{at}",
+        f"+callbacks.{name}.marker={marker}",
+        f"+callbacks.{name}.timeout={timeout}",
+    ]
+
+
+def state(job: str) -> str:
+    return subprocess.run(
+        ["squeue", "--noheader", "--jobs", job, "--format", "%T"],
+        capture_output=True, text=True, timeout=30,
+    ).stdout.strip()  # fmt: skip
+
+
+def until(condition, what: str, seconds: float = 300) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {seconds} s for {what}"
+        time.sleep(0.2)
+
+
+def preempt(job: str, signal_name: str, markers: list[Path]) -> None:
+    """The notice to every task once they all wait, then the requeued job released."""
+    until(lambda: all(m.exists() for m in markers), f"job {job} to reach {markers[0].name}")
+    subprocess.run(["scancel", "--signal", signal_name, job], check=True, timeout=30)
+    until(lambda: state(job) == "PENDING", f"job {job} to be requeued")
+    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
+
+
+@pytest.mark.parametrize("tasks", [1, 2])
+def test_an_sbatch_job_preempted_twice_ends_as_if_uninterrupted(tmp_path, cluster, tasks):
+    """scripts/slurm.sbatch on 1 and on 2 tasks, SIGUSR1 to every task at step 2, again at
+    step 7 and where the final test starts: in training the tasks agree on a batch, save
+    checkpoints/last.ckpt, rank 0 requeues the job and it resumes from there; in the test it
+    stops, is requeued and tests again. It ends with the per-step losses, epoch means,
+    validations and test metrics of the same job run whole by Lightning's launcher, bitwise;
+    no other checkpoint is written and no warning reaches the console."""
+    markers = [tmp_path / "first", tmp_path / "second", tmp_path / "in_test"]
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", f"--output={tmp_path}/slurm-%j.out", "--gpus-per-node=0",
+         f"--ntasks-per-node={tasks}", "--cpus-per-task=1", f"--mem={3 * tasks}G", "--time=10",
+         "scripts/slurm.sbatch", *JOB, f"paths.log_dir={tmp_path}/logs",
+         *wait_at(2, markers[0]), *wait_at(7, markers[1]), *wait_at("test", markers[2])],
+        cwd=ROOT, capture_output=True, text=True, check=True, env=ENV, timeout=60,
+    )  # fmt: skip
+    job = submitted.stdout.strip()
+    for marker in markers:
+        preempt(job, "USR1", [marker.with_suffix(f".{rank}") for rank in range(tasks)])
+    until(lambda: state(job) == "", f"job {job} to end", seconds=600)
+    whole = run_cli(
+        "train.py", *JOB, f"trainer.devices={tasks}", f"paths.log_dir={tmp_path}/whole",
+        "run_name=whole", cwd=tmp_path, env={"OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert whole.returncode == 0, whole.stderr[-3000:]
+
+    console = (tmp_path / f"slurm-{job}.out").read_text()
+    run_dir = tmp_path / "logs" / "train" / "runs" / f"slurm-{job}"
+    assert console.count("stopped by SIGUSR1") == 3, console[-3000:]
+    assert console.count("SLURM requeues the job") == 3
+    assert (run_dir / "metrics.json").is_file(), console[-3000:]
+    assert not [line for line in console.splitlines() if "warn" in line.lower()]
+    assert not list(run_dir.rglob("hpc_ckpt*")), sorted(run_dir.rglob("*.ckpt"))
+    reference = tmp_path / "whole" / "train" / "runs" / "whole"
+    for key in ("train/loss_step", "train/loss", "val/probe_acc"):
+        assert losses_by_step(run_dir, key) == losses_by_step(reference, key), key
+    tested = [
+        {k: v for k, v in json.loads((d / "metrics.json").read_text())["metrics"].items()
+         if k.startswith("test/")}
+        for d in (run_dir, reference)
+    ]  # fmt: skip
+    assert tested[0] and tested[0] == tested[1]
+
+
+def test_a_launcher_slurm_sweep_with_a_preempted_job_finishes_both(tmp_path, cluster):
+    """launcher=slurm, 2 jobs (seed=1,2) as a SLURM array: job 0 gets submitit's notice
+    (USR2) at step 2, saves last.ckpt, submitit requeues it and it resumes; job 1 runs
+    through. Both finish, every step logged once, and the sweep's summary lists both."""
+    sweep = tmp_path / "sweep"
+    marker = tmp_path / "paused"
+    args = [
+        "-m", "launcher=slurm", *JOB, "seed=1,2", f"paths.log_dir={tmp_path}/logs",
+        f"hydra.sweep.dir={sweep}", "hydra.launcher.cpus_per_task=1",
+        "hydra.launcher.mem_gb=3", "hydra.launcher.timeout_min=10",
+        *wait_at(2, Path(f"{marker}.${{hydra:job.num}}"), timeout=5),
+    ]  # fmt: skip
+    swept = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=ENV,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        until(lambda: Path(f"{marker}.0.0").exists(), "job 0 to reach step 2")
+        jobs = subprocess.run(
+            ["squeue", "--noheader", "--format", "%i"], capture_output=True, text=True
+        ).stdout.split()
+        (first,) = [j for j in jobs if j.endswith("_0")]
+        preempt(first, "USR2", [Path(f"{marker}.0.0")])
+        out, err = swept.communicate(timeout=600)
+    finally:
+        swept.kill()
+    assert swept.returncode == 0, out[-2000:] + err[-3000:]
+    log = (sweep / "0" / "train.log").read_text()
+    assert "Requeued job" in log and f"resuming from {sweep}/0/checkpoints/last.ckpt" in log
+    for number in (0, 1):
+        with (sweep / str(number) / "csv" / "metrics.csv").open() as f:
+            steps = [row["step"] for row in csv.DictReader(f) if row.get("train/loss_step")]
+        assert len(steps) == len(set(steps)) == 16, (number, steps)
+    with (sweep / "summary.csv").open() as f:
+        rows = [(row["seed"], row["status"]) for row in csv.DictReader(f)]
+    assert rows == [("1", "finished"), ("2", "finished")]
+
+
+def test_a_job_slurm_refuses_is_one_line_and_leaves_nothing(tmp_path, cluster):
+    """A request sbatch refuses (a partition that does not exist): SLURM's message in one
+    line, exit 2, no sweep dir and nothing queued; submitit's traceback and its copy of the
+    message stay off the console."""
+    args = ["-m", "launcher=slurm", *JOB, "seed=1,2", f"paths.log_dir={tmp_path}/logs",
+            "hydra.launcher.partition=no_such_partition", "hydra.launcher.cpus_per_task=1"]  # fmt: skip
+    before = state_of_queue()
+    refused = run_cli("train.py", *args, cwd=tmp_path, env=ENV, timeout=120)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    lines = refused.stderr.strip().splitlines()
+    assert [line for line in lines if "sbatch" in line] == [lines[-1]], lines
+    assert lines[-1].startswith("error: SLURM refused the job") and "partition" in lines[-1]
+    assert not list((tmp_path / "logs").rglob("*.*")) and state_of_queue() == before
+
+
+def state_of_queue() -> str:
+    return subprocess.run(["squeue", "--noheader"], capture_output=True, text=True).stdout
