@@ -24,7 +24,8 @@ from test_resilience import TWO_RANK_JOB, losses_by_step
 pytestmark = pytest.mark.slow
 
 # test_resilience's 2-rank job (I-JEPA, depth 2), the ranks agreeing every 2 batches.
-JOB = [*TWO_RANK_JOB, "callbacks.interruption.agree_every_n_batches=2", "features.enabled=false"]
+JOB = [*TWO_RANK_JOB, "callbacks.interruption.agree_every_n_batches=2", "model.warmup_epochs=1"]
+JOB += ["features.enabled=false"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "tests")}
 
 
