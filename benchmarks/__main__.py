@@ -19,6 +19,7 @@ from benchmarks import (
     model,
     optimizer,
     rating,
+    rating_scale,
     refusals,
     startup,
     step,
@@ -31,6 +32,10 @@ RATING_TEXT = """The linear grid whitens each view's training features. With few
 (the pixel view of photos) it reads the directions from the N x N Gram matrix rather than
 the D x D covariance: the same directions (tests/test_evaluation.py). Seconds, median of
 3, for one view; the grid whitens each of its 4 views once per rated encoder."""
+
+SCALE_TEXT = """One extractor's rating as the end-of-run table runs it for each row (its features as they
+are and standardised, five weight decays of L-BFGS each, kNN), on synthetic features of 10
+classes; val and test a tenth of train. Each shape in a fresh process."""
 
 # The benchmark model: the default job's I-JEPA (ViT-Tiny/4, depth 4) at 32 px: 64 tokens.
 SHAPE = dict(img_size=32, patch_size=4, in_chans=1, size="vit_tiny", depth=4)
@@ -65,6 +70,7 @@ def main():
     loader_rates = loader.bench()
     optimizer_times = optimizer.bench()
     rating_rows = rating.bench()
+    scale_rows = rating_scale.bench()
     text = f"""# Benchmarks
 
 Written by `make bench` (benchmarks/__main__.py) on {datetime.date.today()}.
@@ -165,6 +171,12 @@ ViT-Small/16, 224 px (batch 8) on the same machine: the rate the loader has to k
 {RATING_TEXT}
 
 {rating.table(rating_rows)}
+
+## The frozen-feature rating against images and width (benchmarks/rating_scale.py)
+
+{SCALE_TEXT}
+
+{rating_scale.table(scale_rows)}
 
 ## On a GPU: benchmarks/gpu.md (`scripts/gpu_check.sh`)
 

@@ -131,6 +131,32 @@ def test_an_sbatch_job_preempted_twice_ends_as_if_uninterrupted(tmp_path, cluste
     assert tested[0] and tested[0] == tested[1]
 
 
+def test_a_notice_during_the_end_of_run_table_requeues_and_rates_again(tmp_path, cluster):
+    """SIGUSR1 while the end-of-run table runs (training has ended): one line, rank 0
+    requeues the job, and the requeued job finds the fit done and rates it again; its
+    metrics.json holds the table's numbers."""
+    job = [arg for arg in JOB if arg != "features.enabled=false"]
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", f"--output={tmp_path}/slurm-%j.out", "--gpus-per-node=0",
+         "--ntasks-per-node=1", "--cpus-per-task=1", "--mem=3G", "--time=10",
+         "scripts/slurm.sbatch", *job, f"paths.log_dir={tmp_path}/logs"],
+        cwd=ROOT, capture_output=True, text=True, check=True, env=ENV, timeout=60,
+    )  # fmt: skip
+    job_id = submitted.stdout.strip()
+    log = tmp_path / "logs" / "train" / "runs" / f"slurm-{job_id}" / "train.log"
+    rating = "rating the frozen"
+    until(lambda: log.is_file() and rating in log.read_text(), "the table to start")
+    subprocess.run(["scancel", "--signal", "USR1", job_id], check=True, timeout=30)
+    until(lambda: state(job_id) == "PENDING", f"job {job_id} to be requeued")
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True)
+    until(lambda: state(job_id) == "", f"job {job_id} to end", seconds=600)
+    console = (tmp_path / f"slurm-{job_id}.out").read_text()
+    said = "stopped by SIGUSR1 during the end-of-run table"
+    assert said in console and "SLURM requeues the job, which rates it again" in console
+    metrics = json.loads((log.parent / "metrics.json").read_text())["metrics"]
+    assert "features/linear_acc" in metrics and log.read_text().count(rating) == 2
+
+
 def test_a_launcher_slurm_sweep_with_a_preempted_job_finishes_both(tmp_path, cluster):
     """launcher=slurm, 2 jobs (seed=1,2) as a SLURM array: job 0 gets submitit's notice
     (USR2) at step 2, saves last.ckpt, submitit requeues it and it resumes; job 1 runs

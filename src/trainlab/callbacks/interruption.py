@@ -7,8 +7,9 @@ continues from. SIGUSR1 (the usual pre-emption notice, ``sbatch --signal=SIGUSR1
 routed to the same path; in a SLURM batch job, rank 0 then requeues the job (``scontrol
 requeue``) and the requeued job resumes from last.ckpt. Lightning's own SLURM handler is
 turned off: it would save a second, full checkpoint (``hpc_ckpt_N.ckpt``) that resume never
-reads, with a collective inside the signal handler. So is the first Ctrl-C (SIGINT): Lightning would otherwise stop at once, keeping only the
-last epoch's last.ckpt; a second Ctrl-C stops at once, as Python would. So is submitit's
+reads, with a collective inside the signal handler. The first Ctrl-C (SIGINT) takes the
+same path: Lightning would otherwise stop at once, keeping only the last epoch's last.ckpt;
+a second Ctrl-C stops at once, as Python would. So does submitit's
 pre-emption signal (SIGUSR2 under ``launcher=slurm`` and ``hydra/launcher=submitit_local``):
 submitit's own handler would requeue the job at once, before anything is saved; here it
 runs once last.ckpt is written (``requeue``), and the requeued job resumes from it.

@@ -11,6 +11,7 @@ from pathlib import Path
 import lightning as L
 from omegaconf import DictConfig
 
+from trainlab.callbacks.interruption import requeue_slurm_job
 from trainlab.evaluation.checkpoint import (
     bounded_splits,
     print_ratings,
@@ -29,19 +30,19 @@ log = get_logger(__name__)
 
 @contextmanager
 def stopped_by_signals(run_dir: Path, continue_with: str, is_global_zero: bool):
-    """While the table runs, a stop signal ends the run: one line on rank 0, exit 128 +
-    signal, as a stop in training. Nothing is saved: the checkpoints already hold the fit."""
+    """A stop signal in the table: one line on rank 0, exit 128 + signal; the fit is saved."""
     try:
         with signals_raise_stopped():
             yield
     except Stopped as stop:
-        if is_global_zero:
+        requeued = stop.signum.name == "SIGUSR1" and requeue_slurm_job(ask=is_global_zero)
+        then = f"rate it again with the same command plus {continue_with}"
+        then = "SLURM requeues the job, which rates it again" if requeued else then
+        said = f"training had ended, its checkpoints are in {run_dir}/checkpoints; {then}"
+        if is_global_zero:  # stderr is line-buffered: the line is out before the exit
             print(
-                f"stopped by {stop.signum.name} during the end-of-run table: training had "
-                f"ended, its checkpoints are in {run_dir}/checkpoints; rate it again with the "
-                f"same command plus {continue_with}",
+                f"stopped by {stop.signum.name} during the end-of-run table: {said}",
                 file=sys.stderr,
-                flush=True,
             )
         raise SystemExit(128 + stop.signum) from None
 
