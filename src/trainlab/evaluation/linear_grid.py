@@ -101,9 +101,15 @@ def train_heads(
     variables (the objective and its minimum are those of W) that conditions the data term;
     without it the chosen head on a random ViT's features was 6 points lower after 300
     iterations (0.80 against 0.85).
+
+    With fewer images than dimensions, |W|^2 is read as sum_k |V_k|^2 |P_k|^2: P's columns
+    are orthogonal, so this is the same penalty in O(K) a evaluation instead of O(K D), which
+    at 150,528 dimensions was nearly all of a fit's time. (The optimum lies in the span of the
+    images, which P spans: the fit loses nothing there.) The other branch keeps W's own norm.
     """
     mean, P = whitening(x)
     xw = (x - mean) @ P
+    columns = P.pow(2).sum(dim=0) if len(x) < x.shape[1] else None  # |P_k|^2
     heads = LinearHeads(len(weight_decays), x.shape[1], num_classes)
     for h, wd in enumerate(weight_decays):
         head = LinearHeads(1, P.shape[1], num_classes)  # V and b in whitened space
@@ -119,8 +125,11 @@ def train_heads(
         def closure(head=head, optimizer=optimizer, wd=wd):
             optimizer.zero_grad()
             loss = F.cross_entropy(head(xw)[0], y)
-            weight = head.weight[0] @ P.T  # W in the features' own coordinates
-            loss = loss + 0.5 * wd * weight.pow(2).sum()
+            if columns is None:
+                norm = (head.weight[0] @ P.T).pow(2).sum()  # W in the features' coordinates
+            else:
+                norm = (head.weight[0].pow(2) * columns).sum()
+            loss = loss + 0.5 * wd * norm
             loss.backward()
             return loss
 
