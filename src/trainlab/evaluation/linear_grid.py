@@ -103,7 +103,7 @@ def train_heads(
     iterations (0.80 against 0.85).
 
     With fewer images than dimensions, |W|^2 is read as sum_k |V_k|^2 |P_k|^2: P's columns
-    are orthogonal, so this is the same penalty in O(K) a evaluation instead of O(K D), which
+    are orthogonal, so this is the same penalty in O(K) an evaluation instead of O(K D), which
     at 150,528 dimensions was nearly all of a fit's time. (The optimum lies in the span of the
     images, which P spans: the fit loses nothing there.) The other branch keeps W's own norm.
     """
