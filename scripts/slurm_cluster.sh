@@ -34,7 +34,7 @@ start() {
   pgrep -x munged >/dev/null || runuser -u munge -- munged --force
   local host cpus mem
   host=$(hostname -s)
-  cpus=$(nproc)
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc honours both
   mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 * 8 / 10 ))
   cat > "$CONF" <<EOF
 $MARK

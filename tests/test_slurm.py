@@ -4,8 +4,8 @@ cluster sends (``scancel -s USR1``, what ``sbatch --signal=SIGUSR1@N`` sends to 
 USR2 for submitit) and requeues them; each ends as if it had run uninterrupted.
 
 No mock: sbatch, srun, scancel and scontrol are SLURM's own. A requeued job is held for
-2 minutes by SLURM (its BeginTime); the tests release it at once (``scontrol update
-StartTime=now``), as an administrator may. Where no cluster runs and none can be started
+2 minutes by SLURM (its BeginTime); the tests release it once the node has finished
+stopping it (``scontrol update StartTime=now``), as an administrator may. Where no cluster runs and none can be started
 (not root, no package index), the tests skip and say why."""
 
 import csv
@@ -66,10 +66,15 @@ def wait_at(step: int | str, marker: Path, timeout: float = 120) -> list[str]:
 
 
 def state(job: str) -> str:
-    return subprocess.run(
+    """PENDING, RUNNING, ...; "" once the job has left the queue; "UNKNOWN" while squeue
+    cannot answer (a busy controller), so that no wait ends on it."""
+    done = subprocess.run(
         ["squeue", "--noheader", "--jobs", job, "--format", "%T"],
         capture_output=True, text=True, timeout=30,
-    ).stdout.strip()  # fmt: skip
+    )  # fmt: skip
+    if done.returncode != 0:
+        return "" if "Invalid job id" in done.stderr else "UNKNOWN"
+    return done.stdout.strip()
 
 
 def until(condition, what: str, seconds: float = 300) -> None:
@@ -79,12 +84,25 @@ def until(condition, what: str, seconds: float = 300) -> None:
         time.sleep(0.2)
 
 
+def release(job: str) -> None:
+    """A requeued job started at once, not after SLURM's 2 minutes, but only once the node
+    has finished stopping its last run: a launch before that is refused ("Job credential
+    revoked") and ends the job."""
+    until(lambda: state(job) == "PENDING", f"job {job} to be requeued")
+    until(lambda: "COMPLETING" not in node(), "the node to finish stopping the job")
+    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
+
+
+def node() -> str:
+    return subprocess.run(["scontrol", "show", "node"], capture_output=True, text=True).stdout
+
+
 def preempt(job: str, signal_name: str, markers: list[Path]) -> None:
     """The notice to every task once they all wait, then the requeued job released."""
-    until(lambda: all(m.exists() for m in markers), f"job {job} to reach {markers[0].name}")
+    until(lambda: all(m.exists() for m in markers) or not state(job), f"{markers[0].name}")
+    assert all(m.exists() for m in markers), f"job {job} ended before {markers[0].name}"
     subprocess.run(["scancel", "--signal", signal_name, job], check=True, timeout=30)
-    until(lambda: state(job) == "PENDING", f"job {job} to be requeued")
-    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
+    release(job)
 
 
 @pytest.mark.parametrize("tasks", [1, 2])
@@ -147,8 +165,7 @@ def test_a_notice_during_the_end_of_run_table_requeues_and_rates_again(tmp_path,
     rating = "rating the frozen"
     until(lambda: log.is_file() and rating in log.read_text(), "the table to start")
     subprocess.run(["scancel", "--signal", "USR1", job_id], check=True, timeout=30)
-    until(lambda: state(job_id) == "PENDING", f"job {job_id} to be requeued")
-    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True)
+    release(job_id)
     until(lambda: state(job_id) == "", f"job {job_id} to end", seconds=600)
     console = (tmp_path / f"slurm-{job_id}.out").read_text()
     said = "stopped by SIGUSR1 during the end-of-run table"
