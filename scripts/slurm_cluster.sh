@@ -42,6 +42,9 @@ ClusterName=trainlab
 SlurmctldHost=$host
 SlurmUser=root
 AuthType=auth/munge
+# a step credential's life, and so how long a requeued job waits (120 s by default): a
+# requeued job launched before its old credential expires is refused ("credential revoked")
+AuthInfo=cred_expire=10
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
