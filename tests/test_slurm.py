@@ -174,11 +174,12 @@ def test_a_launcher_slurm_sweep_with_a_preempted_job_finishes_both(tmp_path, clu
     through. Both finish, every step logged once, and the sweep's summary lists both."""
     sweep = tmp_path / "sweep"
     marker = tmp_path / "paused"
+    Path(f"{marker}.1.0").touch()  # job 1 does not wait: its marker exists
     args = [
         "-m", "launcher=slurm", *JOB, "seed=1,2", f"paths.log_dir={tmp_path}/logs",
         f"hydra.sweep.dir={sweep}", "hydra.launcher.cpus_per_task=1",
         "hydra.launcher.mem_gb=3", "hydra.launcher.timeout_min=10",
-        *wait_at(2, Path(f"{marker}.${{hydra:job.num}}"), timeout=5),
+        *wait_at(2, Path(f"{marker}.${{hydra:job.num}}")),
     ]  # fmt: skip
     swept = subprocess.Popen(
         [sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=ENV,
