@@ -17,7 +17,8 @@ finishes an interrupted table instead of starting it again, and ``--seeds 1 2`` 
 seeds to a table of seed 0. Writes research/fashion_results.md from all that is cached.
 A run is kept by its name (experiment and seed), not by its config: after changing an
 experiment's file, remove its runs (logs/fashion_results/runs/<experiment>_s*) and its
-rows' scores (logs/fashion_results/scores/<row>_s*.json).
+rows' scores (logs/fashion_results/scores/<row>_s*.json). A row with no scores cached on the
+machine that writes the file keeps its lines from the file as it was, and the file says so.
 """
 
 import argparse
@@ -55,6 +56,7 @@ METHODS = {
     "MAE": "mae_fashion",
     "VICReg ResNet-18": "vicreg_fashion_resnet",
     "DINO ResNet-18": "dino_fashion_resnet",
+    "LeJEPA": "lejepa_fashion",
 }
 # The encoder shapes, each one method's experiment composed (its encoder node, and its data at
 # the shape's image size): {shape: experiment}. The raw pixels are read at the ViT's 28 px.
@@ -299,16 +301,28 @@ def main() -> None:
 
 
 def write(seeds: list[int]) -> None:
-    """research/fashion_results.md from every cached row and seed."""
+    """research/fashion_results.md from every cached row and seed; a row with nothing cached
+    here keeps its lines from the file as it was (kept_lines)."""
+    out = ROOT / "research" / "fashion_results.md"
+    old_table, old_per_seed, old_note = kept_lines(out)
     lines = ["| encoder | seeds | 100 % linear | 100 % kNN | 10 % linear | 1 % linear | minutes |",
              "|---|---|---|---|---|---|---|"]  # fmt: skip
-    per_seed = []
+    per_seed, kept = [], []
     best = best_method()
-    for row in [*BASELINES, *METHODS, *SUPERVISED, *([f"fine-tune from {best}"] if best else [])]:
+    fine_tunes = (
+        [f"fine-tune from {best}"]
+        if best
+        else [name for name in old_table if name.startswith("fine-tune from")]
+    )
+    for row in [*BASELINES, *METHODS, *SUPERVISED, *fine_tunes]:
         if done := finished(row, seeds):
             more, per = table_lines(row, done)
             lines += more
             per_seed += per
+        elif names := [n for n in (f"{row}, frozen", row) if n in old_table]:
+            lines += [old_table[n] for n in names]
+            per_seed += [old_per_seed[n] for n in names if n in old_per_seed]
+            kept.append(row)
     precisions = sorted({s["precision"] for row in METHODS for s in finished(row, seeds)})
     text = [
         "# Fashion-MNIST: every family frozen, beside its baselines",
@@ -327,16 +341,32 @@ def write(seeds: list[int]) -> None:
         "`python train.py experiment=<its experiment> seed=<seed>` "
         "(research/fashion_results.py's METHODS).",
         "",
-        *lines,
-        "",
-        "Per seed (test accuracy):",
-        "",
-        *per_seed,
     ]
-    out = ROOT / "research" / "fashion_results.md"
+    if kept:
+        text += [
+            f"Rows with no scores cached on this machine, kept from the file as it was: "
+            f"{', '.join(kept)}. What the file said of them:",
+            "",
+            *old_note,
+            "",
+        ]
+    text += [*lines, "", "Per seed (test accuracy):", "", *per_seed]
     out.write_text("\n".join(text) + "\n")
     print("\n".join(text))
 
 
-if __name__ == "__main__":
-    main()
+def kept_lines(path: Path) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """The file's table lines and per-seed lines by row name, and its notes as a quote: the
+    note it already quotes, or else its own paragraphs above the table."""
+    table, per_seed, quoted, own = {}, {}, [], []
+    text = path.read_text().splitlines() if path.exists() else []
+    for line in text:
+        if line.startswith("| ") and not line.startswith("| encoder"):
+            table[line.split(" | ")[0].removeprefix("| ")] = line
+        elif line.startswith("- ") and ": " in line:
+            per_seed[line[2:].split(": ")[0]] = line
+        elif line.startswith(">"):
+            quoted.append(line)
+        elif line and not line.startswith(("#", "|", "Rows with no", "Per seed")):
+            own += [">", f"> {line}"] if own else [f"> {line}"]  # one paragraph a line
+    return table, per_seed, quoted or own
