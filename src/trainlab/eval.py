@@ -110,6 +110,7 @@ def rate_features(cfg: DictConfig, ckpt: Path, state: dict, start: float) -> dic
     from trainlab.evaluation.features import Extraction
     from trainlab.evaluation.protocol import choices
     from trainlab.evaluation.protocol import metrics as protocol_metrics
+    from trainlab.evaluation.rating_data import rating_data
     from trainlab.run.metrics_file import report
 
     encoder_cfg = cfg.model.get("encoder") or OmegaConf.select(cfg.model, "net.encoder")
@@ -124,6 +125,7 @@ def rate_features(cfg: DictConfig, ckpt: Path, state: dict, start: float) -> dic
     part = evaluated_part(network_parts(state), cfg.features.init_part, str(ckpt))
     datamodule = hydra.utils.instantiate(cfg.data)
     datamodule.check()
+    datamodule = rating_data(cfg, datamodule)  # features.data's, or the run's with labels
     run_dir = open_run(cfg)  # after the checks: a refused run writes nothing
     # One process, on the first GPU where there is one (the loader's workers as the data's).
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -76,6 +76,7 @@ def check(cfg: DictConfig) -> Accepted:
         preflight,
         warn_images_below_the_stride,
     )
+    from trainlab.evaluation.rating_data import check_rating_data
     from trainlab.networks.weights import check_fits
     from trainlab.run.batch import batch_for_world  # torch and Lightning
     from trainlab.strategy.checks import check_launch
@@ -91,6 +92,7 @@ def check(cfg: DictConfig) -> Accepted:
     warn_resume_changes(cfg)
     datamodule = hydra.utils.instantiate(cfg.data)
     datamodule.check()  # before the model: a missing data set costs one line, not minutes
+    check_rating_data(cfg)  # features.data: the labelled set the end-of-run table reads
     check_launch(cfg)  # before any process starts: devices, precision, strategy, comm hook
     # The world size fixes the per-device batch and the scaled learning rates, which the
     # model is built with.

@@ -68,7 +68,7 @@ class ImageDataModule(L.LightningDataModule):
         root: str = "data",
         image_size: Count = 32,
         in_chans: Count = 3,
-        num_classes: Count = 10,
+        num_classes: Count | None = 10,
         mean: Sequence[float] = (0.5,),
         std: Sequence[float] = (0.5,),
         batch_size: Count = 64,
@@ -120,7 +120,7 @@ class ImageDataModule(L.LightningDataModule):
     def check(self) -> None:
         """Fail fast, before any model is built, when the data cannot be there (cheap checks).
         A subclass that adds its own calls this one too."""
-        if self.classes is not None and self.num_classes < self.classes:
+        if self.classes is not None and (self.num_classes or 0) < self.classes:
             raise DataError(
                 f"data.num_classes={self.num_classes} is below the {self.classes} classes of "
                 f"{self.name}: its labels would not fit the heads; set data.num_classes="
@@ -189,7 +189,7 @@ class ImageDataModule(L.LightningDataModule):
         """Labels outside 0 to num_classes - 1 (a damaged label file, too few classes), where
         the data set keeps its labels apart from its images: refused before a head meets one."""
         labels = kept_labels(data)
-        if labels is None or len(labels) == 0:
+        if labels is None or len(labels) == 0 or self.num_classes is None:
             return
         outside = labels[(labels < 0) | (labels >= self.num_classes)].unique()
         if len(outside):

@@ -30,6 +30,15 @@ def load_image(path: str, mode: str = "RGB") -> Image.Image:
         raise DataError(f"cannot read image {path} ({e}): delete or replace the file") from None
 
 
+def decode_samples(dataset, count: int = 32) -> None:
+    """Decode ``count`` images of ``dataset`` drawn at random (seed 0), before the run dir
+    exists: a folder of corrupt files is refused with a path; one bad file among a million
+    still stops the run later, with its path, and leaves no on_exception.ckpt."""
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(0))
+    for index in order[:count].tolist():
+        dataset[index]  # DataError with its path where it cannot be decoded
+
+
 def open_split(root: Path, split: str, mode: str = "RGB") -> ImageFolder:
     folder = root / split
     if not folder.is_dir():
@@ -72,11 +81,6 @@ class ImageFolderDataModule(ImageDataModule):
         super().__init__(**kwargs)
         self.holdout_val = holdout_val
 
-    #: Images decoded by ``check`` from each split, drawn at random (seed 0): a folder of
-    #: corrupt files is refused before the run dir exists; one bad file among a million
-    #: still stops the run later, with its path, and leaves no on_exception.ckpt.
-    check_samples = 32
-
     def check(self) -> None:
         for split in ("train", "val"):
             folder = Path(self.root) / split
@@ -95,10 +99,7 @@ class ImageFolderDataModule(ImageDataModule):
                 "classifiers need at least 2 (one folder per class)"
             )
         for split in (self.train_set, self.test_set):
-            generator = torch.Generator().manual_seed(0)
-            order = torch.randperm(len(split), generator=generator)[: self.check_samples]
-            for index in order.tolist():
-                split.dataset[index]  # decodes the image: DataError with its path if it cannot
+            decode_samples(split.dataset)
 
     def build_splits(self):
         root = Path(self.root)

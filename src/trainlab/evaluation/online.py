@@ -55,7 +55,7 @@ class OnlineEvaluator(nn.Module):
     def __init__(
         self,
         dim: int,
-        num_classes: int,
+        num_classes: int | None,
         knn_k: int = 20,
         knn_temperature: float = 0.07,
         bank_size: int = 4096,
@@ -70,8 +70,9 @@ class OnlineEvaluator(nn.Module):
         self.register_buffer("bank", torch.zeros(bank_size, dim))
         self.register_buffer("bank_labels", torch.full((bank_size,), -1, dtype=torch.long))
         self.register_buffer("bank_next", torch.zeros((), dtype=torch.long))
-        self.probe_acc = MulticlassAccuracy(num_classes)
-        self.knn_acc = MulticlassAccuracy(num_classes)
+        # No classes (data without labels): the bank's labels stay -1 and nothing is fitted.
+        self.probe_acc = MulticlassAccuracy(num_classes or 2)
+        self.knn_acc = MulticlassAccuracy(num_classes or 2)
         # Fitted by fit() from the bank; plain tensors, not state: a checkpoint's bank refits them.
         self._probe: tuple[torch.Tensor, torch.Tensor] | None = None
         self._standardise: tuple[torch.Tensor, torch.Tensor] | None = None

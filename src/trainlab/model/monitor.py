@@ -1,5 +1,8 @@
-"""The metric a LightningModule is judged by, for the config: ``${monitor:${model._target_}}``
-and ``${monitor_mode:${model._target_}}`` read its class's ``monitor`` and ``monitor_mode``.
+"""The metric a LightningModule is judged by, for the config:
+``${monitor:${model._target_},${data._target_}}`` and ``${monitor_mode:...}`` read its class's
+``monitor`` and ``monitor_mode``; on data without labels (a data class that writes
+``labels = "none"``: data=folder), its ``unlabelled_monitor`` and ``unlabelled_monitor_mode``
+where it has them (a self-supervised method: RankMe, which needs no labels).
 
 An OmegaConf resolver, so that checkpointing and sweeps follow whichever model is composed,
 inside an experiment or not (an experiment may still state ``optimized_metric`` itself).
@@ -16,7 +19,10 @@ from trainlab.utils.errors import ConfigError
 from trainlab.utils.source import class_string, defines_class
 
 
-def read(attribute: str, target: str) -> str:
+def read(attribute: str, target: str, data: str = "") -> str:
+    if data and defines_class(data) and class_string(data, "labels") == "none":
+        if (written := class_string(target, f"unlabelled_{attribute}")) is not None:
+            return written
     if not defines_class(target):
         raise ConfigError(
             f"${{{attribute}:{target}}} names no LightningModule class of trainlab: give "
@@ -31,5 +37,5 @@ def read(attribute: str, target: str) -> str:
 
 def register() -> None:
     if not OmegaConf.has_resolver("monitor"):
-        OmegaConf.register_new_resolver("monitor", lambda target: read("monitor", target))
-        OmegaConf.register_new_resolver("monitor_mode", lambda t: read("monitor_mode", t))
+        OmegaConf.register_new_resolver("monitor", lambda t, d="": read("monitor", t, d))
+        OmegaConf.register_new_resolver("monitor_mode", lambda t, d="": read("monitor_mode", t, d))

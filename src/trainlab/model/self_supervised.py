@@ -64,7 +64,8 @@ class SelfSupervised(L.LightningModule):
     them by name (and preflight checks them against the annotations below):
     encoder: the ViT whose features are monitored and exported.
     optimizer: partial of a torch optimizer, completed with the parameter groups.
-    num_classes: for the online probe and kNN only (labels never reach the loss).
+    num_classes: for the online probe and kNN only (labels never reach the loss); None: the
+        data has no labels, and the monitors that need none run alone.
     start_lr, final_lr: the learning rate's warm-up start and cosine end per optimizer step;
     its peak is the optimizer's own ``lr`` (model.optimizer.lr); neither may exceed it;
     warmup_epochs: the warm-up.
@@ -79,8 +80,10 @@ class SelfSupervised(L.LightningModule):
 
     #: Attributes the optimizer trains (each gets ``<name>/decay`` and ``<name>/no_decay``).
     trained: tuple[str, ...] = ("encoder",)
-    #: What checkpoints monitor and sweeps optimise unless the config says otherwise.
+    #: What checkpoints monitor and sweeps optimise unless the config says otherwise; on data
+    #: without labels, RankMe (Garrido et al. 2023: it ranks runs as a probe does, unlabelled).
     monitor, monitor_mode = "val/probe_acc", "max"
+    unlabelled_monitor, unlabelled_monitor_mode = "val/rankme", "max"
     #: The network the monitors and the evaluation forward read: a teacher method names its
     #: teacher ("target_encoder", the name weight export, eval.py and the end-of-run table
     #: read first).
@@ -94,7 +97,7 @@ class SelfSupervised(L.LightningModule):
         encoder: torch.nn.Module,
         *,
         optimizer,
-        num_classes: Count,
+        num_classes: Count | None,
         start_lr: NonNegative = 2e-4,
         final_lr: NonNegative = 1e-6,
         warmup_epochs: NonNegative = 40,

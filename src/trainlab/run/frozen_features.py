@@ -21,6 +21,7 @@ from trainlab.evaluation.checkpoint import (
 from trainlab.evaluation.features import Extraction
 from trainlab.evaluation.protocol import choices
 from trainlab.evaluation.protocol import metrics as protocol_metrics
+from trainlab.evaluation.rating_data import rating_data
 from trainlab.run.stop_signals import Stopped, signals_raise_stopped
 from trainlab.utils.errors import DataError
 from trainlab.utils.logging import get_logger
@@ -59,17 +60,16 @@ def rate_frozen_features(
         return metrics, None, {}
     log.info(f"rating the frozen {cfg.features.init_part} of {ckpt} (features.enabled=false skips)")
     how = Extraction(
-        device=trainer.strategy.root_device,
-        batch_size=datamodule.eval_batch_size,
+        device=trainer.strategy.root_device, batch_size=datamodule.eval_batch_size,
         num_workers=getattr(datamodule, "num_workers", 0),  # at most the usable cores
-        rank=trainer.global_rank,
-        world_size=trainer.world_size,
+        rank=trainer.global_rank, world_size=trainer.world_size,
         all_gather=trainer.strategy.all_gather,
-    )
+    )  # fmt: skip
     bounds = {k: cfg.features.get(k) for k in ("train_per_class", "eval_per_class")}
     start = time.monotonic()
     try:
         seed = cfg.get("seed") or 0
+        datamodule = rating_data(cfg, datamodule, trainer.strategy)  # or features.data's
         datasets = bounded_splits(datamodule, *bounds.values(), seed)
         sizes = {k: len(v) for k, v in datasets.items()}
         ratings = rate_checkpoint(

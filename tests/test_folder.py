@@ -1,0 +1,153 @@
+"""data=folder: any folder of images, no labels (data/folder.py); features.data: the labelled
+set the end-of-run table and ``eval.py mode=features`` rate on (evaluation/rating_data.py)."""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import assert_one_clear_line, make_image_folder, run_cli, run_train
+from PIL import Image
+
+from trainlab.data.folder import UNLABELLED, FolderDataModule
+
+
+def photos(root: Path, n: int = 24, size: int = 20) -> Path:
+    """``n`` RGB images (PNG and JPEG) in sub-folders by "date", at two depths, among stray
+    files: a README, a Mac's hidden ``._`` twin of a JPEG, a FIFO."""
+    rng = np.random.default_rng(0)
+    for i in range(n):
+        folder = root / ("2024/06/01" if i % 2 else "2025")
+        folder.mkdir(parents=True, exist_ok=True)
+        pixels = rng.integers(0, 256, (size, size, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(folder / f"photo {i}.{'png' if i % 3 else 'jpg'}")
+    (root / "README.txt").write_text("my photos")
+    (root / "2025" / "._photo 0.jpg").write_bytes(b"\x00\x05\x16\x07")
+    os.mkfifo(root / "2025" / "pipe.png")
+    return root
+
+
+def folder(root: Path, **kwargs) -> FolderDataModule:
+    options = dict(image_size=16, in_chans=3, mean=[0.5] * 3, std=[0.5] * 3, val_fraction=0.25)
+    return FolderDataModule(root=str(root), **{**options, **kwargs})
+
+
+def test_every_image_at_any_depth_is_read_unlabelled_and_the_rest_counted(tmp_path, caplog):
+    root = photos(tmp_path / "photos")
+    data = folder(root)
+    data.setup()
+    train, val = data.train_set.dataset, data.val_set.dataset
+    assert (len(train), len(val)) == (18, 6) and data.test_set.dataset is val
+    assert "skipped 3 files that are not images" in caplog.text  # README, ._ twin, FIFO
+    paths = [train.dataset.paths[i] for i in train.indices]
+    assert {p.parent.name for p in paths} == {"01", "2025"}
+    assert all(data.train_set[i][1] == UNLABELLED for i in range(len(train)))
+    again = folder(root)
+    again.setup()
+    assert again.val_set.dataset.indices == val.indices  # the split is seeded: every rank's
+    gray = folder(root, in_chans=1, mean=[0.5], std=[0.5])
+    gray.setup()
+    assert gray.val_set[0][0].shape == (1, 16, 16)
+
+
+def test_the_normalisation_is_measured_from_the_folder_when_not_given(tmp_path):
+    """data.mean and data.std ``auto``: each channel's over the pixels of the images, as
+    numpy computes them over every image of a small folder."""
+    root = photos(tmp_path / "photos", n=12)
+    data = folder(root, mean="auto", std="auto")
+    files = sorted(p for p in root.rglob("photo *"))
+    pixels = np.concatenate([np.asarray(Image.open(p)).reshape(-1, 3) / 255 for p in files])
+    assert np.allclose(data.mean, pixels.mean(0), atol=1e-3)
+    assert np.allclose(data.std, pixels.std(0), atol=1e-3)
+    gray = folder(root, in_chans=1, mean="auto", std=[0.25])
+    assert len(gray.mean) == 1 and gray.std == (0.25,)
+
+
+@pytest.mark.parametrize(
+    "case, needles",
+    [
+        ("empty", ["holds 0 image(s)", "at least 2"]),
+        ("one image", ["holds 1 image(s)", "at least 2"]),
+        ("a file", ["is a file", "the folder that holds the images"]),
+        ("num_classes", ["data.num_classes=3", "FolderDataModule takes null"]),
+        ("channels", ["features.data=digits has 1 channel(s)", "reads 3"]),
+        ("no such set", ["features.data=no_such_set", "configs/data/"]),
+    ],
+)
+def test_what_cannot_train_or_be_rated_is_one_line_and_writes_nothing(
+    tmp_path, monkeypatch, capfd, case, needles
+):
+    root, more = tmp_path / "photos", []
+    if case == "empty":
+        root.mkdir()
+    elif case == "one image":
+        photos(root, n=1)
+    elif case == "a file":
+        root.write_text("not a folder")
+    else:
+        photos(root)
+        more = {
+            "num_classes": ["data.num_classes=3"],
+            "channels": ["features.enabled=true", "features.data=digits"],
+            "no such set": ["features.enabled=true", "features.data=no_such_set"],
+        }[case]
+    code, err = run_train(
+        tmp_path, monkeypatch, capfd, "experiment=vicreg_digits", "data=folder",
+        f"data.root={root}", "data.num_workers=0", *more,
+    )  # fmt: skip
+    assert code == 2, err[-2000:]
+    assert_one_clear_line(err, *needles)
+    assert not (tmp_path / "logs").exists()
+
+
+def test_a_run_on_unlabelled_photos_is_judged_by_rankme_and_rated_on_a_labelled_folder(
+    tmp_path, monkeypatch, capfd
+):
+    """VICReg on the photos: every epoch's RankMe picks the best checkpoint, and the
+    end-of-run table rates the features, pixels and a random encoder on another folder,
+    labelled; eval.py rates the checkpoint on it again, and without it says in one line
+    that the photos have no labels."""
+    root = photos(tmp_path / "photos", n=40)
+    labelled = make_image_folder(tmp_path / "labelled", per_class=6)
+    code, err = run_train(
+        tmp_path, monkeypatch, capfd, "experiment=vicreg_digits", "data=folder",
+        f"data.root={root}", "data.num_workers=0", "data.batch_size=8", "run_name=photos",
+        "features.enabled=true", f"features.data={labelled}",
+    )  # fmt: skip
+    assert code == 0, err[-3000:]
+    run_dir = tmp_path / "logs" / "train" / "runs" / "photos"
+    results = json.loads((run_dir / "metrics.json").read_text())
+    assert results["optimized_metric"]["name"] == "val/rankme"
+    metrics = results["metrics"]
+    assert "val/rankme" in metrics and "val/probe_acc" not in metrics
+    for key in ("features/linear_acc", "baseline/pixels_linear_acc", "baseline/random_knn_acc"):
+        assert 0.0 <= metrics[key] <= 1.0, key
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    args = [f"ckpt_path={ckpt}", "mode=features", f"paths.log_dir={tmp_path / 'eval'}"]
+    refused = run_cli("eval.py", *args)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert_one_clear_line(refused.stderr, "data=folder has no labels", "features.data=")
+    assert not (tmp_path / "eval").exists()
+    rated = run_cli("eval.py", *args, f"features.data={labelled}")
+    assert rated.returncode == 0, rated.stderr[-2000:]
+    assert "frozen features of last.ckpt (imagefolder;" in rated.stdout
+
+
+def test_a_masked_method_trains_on_gray_photos_and_ends_without_a_table(
+    tmp_path, monkeypatch, capfd
+):
+    """I-JEPA's masks on 1-channel photos, their mean measured: trained, judged by RankMe,
+    and with no labelled set the run ends with one line instead of the table."""
+    root = photos(tmp_path / "photos", n=40)
+    code, err = run_train(
+        tmp_path, monkeypatch, capfd, "experiment=ijepa_digits", "data=folder",
+        f"data.root={root}", "data.num_workers=0", "data.batch_size=8", "data.in_chans=1",
+        "data.image_size=16", "data.std=[0.25]", "run_name=gray", "features.enabled=true",
+    )  # fmt: skip
+    assert code == 0, err[-3000:]
+    run_dir = tmp_path / "logs" / "train" / "runs" / "gray"
+    metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
+    assert "val/rankme" in metrics and not any(k.startswith("features/") for k in metrics)
+    said = "frozen features not rated: data=folder has no labels and features.data names no"
+    assert said in (run_dir / "train.log").read_text()
