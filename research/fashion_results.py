@@ -370,3 +370,7 @@ def kept_lines(path: Path) -> tuple[dict[str, str], dict[str, str], list[str]]:
         elif line and not line.startswith(("#", "|", "Rows with no", "Per seed")):
             own += [">", f"> {line}"] if own else [f"> {line}"]  # one paragraph a line
     return table, per_seed, quoted or own
+
+
+if __name__ == "__main__":
+    main()
