@@ -151,3 +151,27 @@ def test_a_masked_method_trains_on_gray_photos_and_ends_without_a_table(
     assert "val/rankme" in metrics and not any(k.startswith("features/") for k in metrics)
     said = "frozen features not rated: data=folder has no labels and features.data names no"
     assert said in (run_dir / "train.log").read_text()
+
+
+@pytest.mark.slow
+def test_two_ranks_rate_on_the_labelled_folder_as_one_process(tmp_path):
+    """2 CPU ranks (Lightning's launcher: the child rank runs without Hydra) train on the
+    photos and rate on the labelled folder: the table one process writes, row for row."""
+    root = photos(tmp_path / "photos", n=40)
+    labelled = make_image_folder(tmp_path / "labelled", per_class=6)
+    scores = []
+    for devices in (1, 2):
+        done = run_cli(
+            "train.py", "experiment=vicreg_digits", "data=folder", f"data.root={root}",
+            "data.num_workers=0", "data.batch_size=8", "trainer.max_epochs=1",
+            "trainer.accelerator=cpu", f"trainer.devices={devices}", f"run_name=r{devices}",
+            f"paths.log_dir={tmp_path / 'logs'}", f"features.data={labelled}",
+            "extras.print_config=false",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        run_dir = tmp_path / "logs" / "train" / "runs" / f"r{devices}"
+        metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
+        scores.append(
+            {k: v for k, v in metrics.items() if k.startswith(("features/", "baseline/"))}
+        )
+    assert scores[0] and scores[0].keys() == scores[1].keys()

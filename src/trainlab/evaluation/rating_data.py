@@ -9,12 +9,14 @@ size, through its own normalisation; its channels must be the encoder's.
 
 from pathlib import Path
 
-from hydra import compose
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from hydra.errors import HydraException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from trainlab.utils.errors import DataError
+from trainlab.utils.source import CONFIGS
 
 #: Why a run without labels and without features.data has no table.
 NO_LABELS = (
@@ -35,7 +37,7 @@ def rating_config(cfg: DictConfig) -> DictConfig | None:
         ["data=imagefolder", f"data.root={Path(name).resolve()}"] if folder else [f"data={name}"]
     )
     try:
-        composed = compose("train", overrides=overrides)
+        composed = composed_train(overrides)
     except HydraException as error:  # no such data config
         raise DataError(
             f"features.data={name}: {type(error).__name__}: {str(error).splitlines()[0]}; "
@@ -51,6 +53,15 @@ def rating_config(cfg: DictConfig) -> DictConfig | None:
             f"{cfg.data.in_chans}: name a labelled set of {cfg.data.in_chans} channel(s)"
         )
     return rating.data
+
+
+def composed_train(overrides: list[str]) -> DictConfig:
+    """configs/train.yaml with ``overrides``, by Hydra's compose: within the command's Hydra,
+    or, in a child rank (which runs without Hydra), from configs/ itself."""
+    if GlobalHydra.instance().is_initialized():
+        return compose("train", overrides=overrides)
+    with initialize_config_dir(str(CONFIGS), version_base="1.3"):
+        return compose("train", overrides=overrides)
 
 
 def check_rating_data(cfg: DictConfig) -> None:
