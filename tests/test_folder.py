@@ -71,6 +71,7 @@ def test_the_normalisation_is_measured_from_the_folder_when_not_given(tmp_path):
         ("one image", ["holds 1 image(s)", "at least 2"]),
         ("a file", ["is a file", "the folder that holds the images"]),
         ("num_classes", ["data.num_classes=3", "FolderDataModule takes null"]),
+        ("train_fraction", ["data.train_fraction=0.5", "no classes"]),
         ("channels", ["features.data=digits has 1 channel(s)", "reads 3"]),
         ("no such set", ["features.data=no_such_set", "configs/data/"]),
     ],
@@ -89,6 +90,7 @@ def test_what_cannot_train_or_be_rated_is_one_line_and_writes_nothing(
         photos(root)
         more = {
             "num_classes": ["data.num_classes=3"],
+            "train_fraction": ["data.train_fraction=0.5"],
             "channels": ["features.enabled=true", "features.data=digits"],
             "no such set": ["features.enabled=true", "features.data=no_such_set"],
         }[case]
