@@ -361,3 +361,19 @@ def test_sharded_features_are_gathered_back_in_order():
     ]
     for rank in (0, 1):
         assert torch.equal(gather_shards(x[rank::2], 7, how[rank]), x)
+
+
+def test_a_rank_whose_shard_is_empty_still_gathers_every_feature():
+    """One image on 2 ranks: rank 1 has none to extract and sends 0 rows of the right width
+    (padded to rank 0's one), so that the gather ends with the image's features on rank 1
+    too (here all_gather stands for Lightning's: rank 0's shard, then this rank's)."""
+    from torch.utils.data import TensorDataset
+
+    from trainlab.evaluation.features import extract
+
+    data = TensorDataset(torch.ones(1, 3), torch.tensor([4]))
+    views = lambda x: {"double": 2 * x}  # noqa: E731
+    rank_0 = lambda x: torch.full_like(x, 2)  # noqa: E731  rank 0's shard, padded: 1 row
+    how = Extraction(rank=1, world_size=2, all_gather=lambda x: torch.stack([rank_0(x), x]))
+    feats, labels = extract(views, data, how=how)
+    assert torch.equal(feats["double"], torch.full((1, 3), 2.0)) and labels.tolist() == [2]

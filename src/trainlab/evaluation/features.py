@@ -96,6 +96,10 @@ def extract(
             for name, feats in views(images).items():
                 out.setdefault(name, []).append(feats.float())
         labels.append(torch.as_tensor(y).to(how.device))
+    if not labels:  # a split smaller than the ranks: this rank's shard is empty, 0 rows
+        image, _ = (dataset.dataset if how.world_size > 1 else dataset)[0]
+        out = {k: [v.float()[:0]] for k, v in views(image[None].to(how.device)).items()}
+        labels = [torch.zeros(0, dtype=torch.long, device=how.device)]
     feats, labels = {k: torch.cat(v) for k, v in out.items()}, torch.cat(labels)
     if how.world_size > 1:
         total = len(dataset.dataset)
