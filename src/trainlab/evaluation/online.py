@@ -70,9 +70,10 @@ class OnlineEvaluator(nn.Module):
         self.register_buffer("bank", torch.zeros(bank_size, dim))
         self.register_buffer("bank_labels", torch.full((bank_size,), -1, dtype=torch.long))
         self.register_buffer("bank_next", torch.zeros((), dtype=torch.long))
-        # No classes (data without labels): the bank's labels stay -1 and nothing is fitted.
-        self.probe_acc = MulticlassAccuracy(num_classes or 2)
-        self.knn_acc = MulticlassAccuracy(num_classes or 2)
+        # No classes (data without labels): the bank's labels stay -1, nothing is fitted and
+        # no accuracy is kept.
+        self.probe_acc = MulticlassAccuracy(num_classes) if num_classes else None
+        self.knn_acc = MulticlassAccuracy(num_classes) if num_classes else None
         # Fitted by fit() from the bank; plain tensors, not state: a checkpoint's bank refits them.
         self._probe: tuple[torch.Tensor, torch.Tensor] | None = None
         self._standardise: tuple[torch.Tensor, torch.Tensor] | None = None

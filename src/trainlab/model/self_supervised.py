@@ -234,7 +234,8 @@ class SelfSupervised(L.LightningModule):
         self.online.update(features, labels)
 
     def _log_online(self, stage: str) -> None:
-        if self.online.probe_acc.update_called:  # the bank is empty before the first step
+        accuracy = self.online.probe_acc  # None without labels; before the first step unused
+        if accuracy is not None and accuracy.update_called:
             self.log(f"{stage}/probe_acc", self.online.probe_acc, prog_bar=True)
             self.log(f"{stage}/knn_acc", self.online.knn_acc)
         seen = self.online.take_seen()
