@@ -46,6 +46,7 @@ ROWS = [
     ("model.predictor.depth=0", "model.predictor.depth"),
     ("model.encoder.drop_path_rate=1.5", "model.encoder.drop_path_rate"),
     ("data.image_size=18", "not a multiple"),
+    ("experiment=vicreg_digits_resnet data.image_size=16", "below the stride of resnet18"),
     ("model.encoder.pach_size=7", "pach_size"),
     # data
     ("data.image_size=0", "data.image_size"),

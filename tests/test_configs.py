@@ -6,7 +6,7 @@ import re
 import hydra
 import pytest
 import torch
-from conftest import CONFIGS, EXPERIMENTS, ROOT
+from conftest import CONFIGS, EXPERIMENTS, ROOT, make_image_folder
 
 from trainlab.checks.config import check_config
 
@@ -35,8 +35,12 @@ def test_ijepa_experiment_is_the_paper_recipe(cfg_factory):
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
-def test_experiment_instantiates(cfg_factory, experiment):
-    cfg = cfg_factory(f"experiment={experiment}", "trainer.accelerator=cpu")
+def test_experiment_instantiates(cfg_factory, tmp_path, experiment):
+    # a folder experiment reads its channels and size from the folder
+    where = (
+        [f"data.root={make_image_folder(tmp_path / 'images')}"] if "_folder" in experiment else []
+    )
+    cfg = cfg_factory(f"experiment={experiment}", "trainer.accelerator=cpu", *where)
     check_config(cfg)
     assert cfg.data._target_ and cfg.model._target_
     datamodule = hydra.utils.instantiate(cfg.data)
@@ -55,12 +59,14 @@ def test_experiment_instantiates(cfg_factory, experiment):
 
 
 @pytest.mark.parametrize("group", ["data", "logger", "callbacks", "trainer", "strategy", "debug"])
-def test_every_option_of_a_group_composes(cfg_factory, group):
+def test_every_option_of_a_group_composes(cfg_factory, tmp_path, group):
 
     for option in sorted(p.stem for p in (CONFIGS / group).glob("*.yaml")):
         overrides = [f"{group}={option}"]
         if group == "data" and option in ("imagefolder", "imagenet", "stream"):
             overrides.append("data.num_classes=10")
+        if group == "data" and option == "folder":  # its channels and size: read from it
+            overrides.append(f"data.root={make_image_folder(tmp_path / 'images')}")
         cfg = cfg_factory(*overrides)
         check_config(cfg)
 

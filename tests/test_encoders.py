@@ -220,25 +220,23 @@ def test_an_encoder_written_to_the_contract_alone_trains_rates_and_exports(tmp_p
     assert torch.equal(encoder.stages[0][0].weight, saved["encoder.stages.0.0.weight"])
 
 
-def test_images_below_a_cnns_stride_are_said_once_and_a_vit_is_not(tmp_path, caplog):
-    """16 px images into resnet18 (stride 32) train on maps of padding: one warning naming
-    the size and the stride; 32 px, and a ViT at 16 px, say nothing."""
-    import logging
-
-    from trainlab.checks.preflight import warn_images_below_the_stride
+def test_images_below_a_cnns_stride_are_refused_and_a_vit_is_not(tmp_path):
+    """16 px images into resnet18 (stride 32) would train on maps of padding: refused in one
+    line naming the size and the stride; 32 px, and a ViT at 16 px, pass."""
+    from trainlab.checks.preflight import refuse_images_below_the_stride
+    from trainlab.utils.errors import ConfigError
 
     model, cfg = model_of(tmp_path, "vicreg_digits_resnet")
-    with caplog.at_level(logging.WARNING):
-        warn_images_below_the_stride(cfg, model)  # 32 px
-        with open_dict(cfg):
-            cfg.data.image_size = 16
-        warn_images_below_the_stride(cfg, model)
-        vit, vit_cfg = model_of(tmp_path, "vicreg_digits")
-        with open_dict(vit_cfg):
-            vit_cfg.data.image_size = 16
-        warn_images_below_the_stride(vit_cfg, vit)
-    said = [r.getMessage() for r in caplog.records if "stride" in r.getMessage()]
-    assert said == [
-        "[rank 0] data.image_size=16 is below the stride of resnet18 (32): its last stages see maps "
-        "of padding; give data.image_size at least 32"
-    ], said
+    refuse_images_below_the_stride(cfg, model)  # 32 px
+    vit, vit_cfg = model_of(tmp_path, "vicreg_digits")
+    with open_dict(vit_cfg):
+        vit_cfg.data.image_size = 16
+    refuse_images_below_the_stride(vit_cfg, vit)
+    with open_dict(cfg):
+        cfg.data.image_size = 16
+    with pytest.raises(ConfigError) as refused:
+        refuse_images_below_the_stride(cfg, model)
+    assert str(refused.value) == (
+        "data.image_size=16 is below the stride of resnet18 (32): its last stages would see "
+        "maps of padding; give data.image_size=32 or more"
+    )

@@ -2,15 +2,36 @@
 set the end-of-run table and ``eval.py mode=features`` rate on (evaluation/rating_data.py)."""
 
 import json
+import logging
 import os
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import assert_one_clear_line, make_image_folder, run_cli, run_train
+from conftest import (
+    CONFIGS,
+    FAST,
+    assert_one_clear_line,
+    make_image_folder,
+    run_cli,
+    run_in_process,
+    run_train,
+)
 from PIL import Image
 
+import trainlab.commands
 from trainlab.data.folder import UNLABELLED, FolderDataModule
+from trainlab.data.image_files import measured
+from trainlab.utils.errors import ConfigError
+from trainlab.utils.size_rules import patch, scaled
+
+#: One experiment per family for a folder of one's own: configs/experiment/*_folder.yaml.
+FOLDER_EXPERIMENTS = sorted(p.stem for p in (CONFIGS / "experiment").glob("*_folder.yaml"))
+#: The folder experiments at test scale: the same keys for every family.
+SMALL = [
+    "data.num_workers=0", "data.batch_size=8", "model.encoder.size=vit_tiny",
+    "model.encoder.depth=2", "model.warmup_epochs=0", "trainer.max_epochs=1",
+]  # fmt: skip
 
 
 def photos(root: Path, n: int = 24, size: int = 20) -> Path:
@@ -62,6 +83,68 @@ def test_the_normalisation_is_measured_from_the_folder_when_not_given(tmp_path):
     assert np.allclose(data.std, pixels.std(0), atol=1e-3)
     gray = folder(root, in_chans=1, mean="auto", std=[0.25])
     assert len(gray.mean) == 1 and gray.std == (0.25,)
+
+
+def test_the_folder_says_its_channels_and_size(tmp_path, caplog):
+    """Read from 64 images' headers: 1 channel when all are gray, else 3; the median shorter
+    side, rounded down to a multiple of 8, at most 224. Said in one line."""
+    rgb = photos(tmp_path / "photos", n=12, size=20)
+    gray = tmp_path / "gray"
+    gray.mkdir()
+    for i, side in enumerate((30, 41, 50)):  # median shorter side 41: 40 px
+        Image.fromarray(np.zeros((side, side + 9), np.uint8)).save(gray / f"{i}.png")
+    large = tmp_path / "large"
+    large.mkdir()
+    for i in range(2):
+        Image.fromarray(np.zeros((300, 400, 3), np.uint8)).save(large / f"{i}.jpg")
+    assert measured(str(rgb)) == (3, 16)
+    with caplog.at_level(logging.INFO):
+        assert measured(str(gray)) == (1, 40)
+    assert measured(str(large)) == (3, 224)
+    assert f"{gray}: 1 channel(s), 40 px, read from 3 images" in caplog.text
+
+
+def test_the_size_rules_of_the_folder_experiments():
+    """utils/size_rules.py's table: a grid of about 12 x 12 patches, a view's side rounded to
+    a multiple of the patch."""
+    assert [patch(s) for s in (16, 32, 64, 96, 128, 224)] == [2, 2, 4, 8, 8, 16]
+    assert [scaled(s, 0.43, patch(s)) for s in (16, 96, 224)] == [6, 40, 96]
+    assert scaled(16, 0.1, 4) == 4  # at least one patch
+    with pytest.raises(ConfigError, match="data.image_size=97 has no ViT patch"):
+        patch(97)
+
+
+@pytest.mark.parametrize(
+    "experiment",
+    [
+        e if e in ("ijepa_folder", "vicreg_folder") else pytest.param(e, marks=pytest.mark.slow)
+        for e in FOLDER_EXPERIMENTS
+    ],
+)
+def test_each_familys_folder_experiment_trains_on_photos_and_rates_on_a_labelled_folder(
+    tmp_path, monkeypatch, capfd, experiment
+):
+    """A family's recipe for one's own folder, as the README gives it, at test scale: the
+    channels and size read from the photos (16 px: a 2 px patch, DINO's local views 6 px),
+    held as numbers in the run's config.yaml; rated on a labelled folder; the summary says
+    how to export the encoder."""
+    root = photos(tmp_path / "photos", n=40)
+    labelled = make_image_folder(tmp_path / "labelled", per_class=6)
+    argv = [
+        "train.py", *FAST, f"paths.log_dir={tmp_path / 'logs'}", f"experiment={experiment}",
+        f"data.root={root}", *SMALL, "run_name=mine", "features.enabled=true",
+        f"features.data={labelled}",
+    ]  # fmt: skip
+    code = run_in_process(trainlab.commands.train_command, argv, monkeypatch)
+    out, err = capfd.readouterr()
+    assert code == 0, err[-3000:]
+    run_dir = tmp_path / "logs" / "train" / "runs" / "mine"
+    saved = (run_dir / "config.yaml").read_text()
+    assert "image_size: 16\n" in saved and "in_chans: 3\n" in saved
+    assert "patch_size: ${patch:${data.image_size}}" in saved  # follows the size it holds
+    metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
+    assert 0.0 <= metrics["features/linear_acc"] <= 1.0 and "val/rankme" in metrics
+    assert f"export: python scripts/export_encoder.py {run_dir}/checkpoints/last.ckpt" in out
 
 
 @pytest.mark.parametrize(
@@ -156,16 +239,17 @@ def test_a_masked_method_trains_on_gray_photos_and_ends_without_a_table(
 
 
 @pytest.mark.slow
-def test_two_ranks_rate_on_the_labelled_folder_as_one_process(tmp_path):
-    """2 CPU ranks (Lightning's launcher: the child rank runs without Hydra) train on the
-    photos and rate on the labelled folder: the table one process writes, row for row."""
+@pytest.mark.parametrize("experiment", FOLDER_EXPERIMENTS)
+def test_two_ranks_rate_on_the_labelled_folder_as_one_process(tmp_path, experiment):
+    """2 CPU ranks (Lightning's launcher: the child rank runs without Hydra) train a family's
+    folder experiment on the photos and rate on the labelled folder: the table one process
+    writes, row for row."""
     root = photos(tmp_path / "photos", n=40)
     labelled = make_image_folder(tmp_path / "labelled", per_class=6)
     scores = []
     for devices in (1, 2):
         done = run_cli(
-            "train.py", "experiment=vicreg_digits", "data=folder", f"data.root={root}",
-            "data.num_workers=0", "data.batch_size=8", "trainer.max_epochs=1",
+            "train.py", f"experiment={experiment}", f"data.root={root}", *SMALL,
             "trainer.accelerator=cpu", f"trainer.devices={devices}", f"run_name=r{devices}",
             f"paths.log_dir={tmp_path / 'logs'}", f"features.data={labelled}",
             "extras.print_config=false",

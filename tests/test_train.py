@@ -68,8 +68,13 @@ SLOW_EXPERIMENTS = {
     "ijepa_cifar10", "supervised_resnet50", "vae_cifar10", "vicreg_digits_resnet",
     "vicreg_mnist_resnet", "vicreg_digits_efficientnet", "vicreg_fashion", "dino_fashion",
     "vicreg_fashion_resnet", "dino_fashion_resnet", "vicreg_mnist", "mae_fashion",
-    "ijepa_fashion", "lejepa_digits", "lejepa_digits_resnet",
+    "ijepa_fashion", "lejepa_digits", "lejepa_digits_resnet", "dino_folder", "lejepa_folder",
+    "mae_folder",
 }  # fmt: skip
+#: The folder experiments' ViT-Small at test scale.
+FOLDER_SCALE = [
+    "model.encoder.size=vit_tiny", "model.encoder.depth=2", "data.num_workers=0", "data.batch_size=4",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -84,7 +89,11 @@ def test_every_experiment_runs_and_checkpoints(tmp_path, experiment):
     if experiment.startswith("vae"):
         overrides.append("model.test_importance_samples=4")  # k=100-5000 is minutes on a CPU
     cfg = compose_cfg(tmp_path, overrides)
-    if cfg.data.get("root", "").endswith("imagenet"):
+    if experiment.endswith("_folder"):  # a folder of one's own: generated, read at test scale
+        root = make_image_folder(tmp_path / "photos", per_class=4, size=20)
+        overrides += [f"data.root={root}", *FOLDER_SCALE]
+        cfg = compose_cfg(tmp_path, overrides)
+    elif cfg.data.get("root", "").endswith("imagenet"):
         root = make_image_folder(tmp_path / "imagenet", IMAGENET_CLASSES, per_class=4, size=120)
         overrides += [
             *TOY.get(experiment, []),

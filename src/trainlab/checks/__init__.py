@@ -74,7 +74,7 @@ def check(cfg: DictConfig) -> Accepted:
         check_batch_statistics,
         dry_trainer,
         preflight,
-        warn_images_below_the_stride,
+        refuse_images_below_the_stride,
     )
     from trainlab.evaluation.rating_data import check_rating_data
     from trainlab.networks.weights import check_fits
@@ -101,8 +101,7 @@ def check(cfg: DictConfig) -> Accepted:
     if resumed:
         check_fits(*resumed, model)
     check_batch_statistics(settled, model, batch["world_size"])
-    if rundir.is_global_zero():
-        warn_images_below_the_stride(settled, model)
+    refuse_images_below_the_stride(settled, model)
     # Will it fit the device? Before the run dir: a run that fits no way stops here. The
     # model stays: the global batch, and so the learning rates, are the same.
     plan = hydra.utils.instantiate(cfg.memory_fit) if cfg.get("memory_fit") else None

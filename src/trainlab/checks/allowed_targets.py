@@ -36,8 +36,12 @@ DISK_RESOLVERS = frozenset(
         "monitor",
         "monitor_mode",
         "count_classes",
+        "folder_channels",
+        "folder_size",
         "cpu_precision",
         "slurm_gpus",
+        "patch",
+        "scaled",
     }
 )
 

@@ -179,9 +179,9 @@ def check_batch_statistics(cfg: DictConfig, model, world_size: int) -> None:
         )
 
 
-def warn_images_below_the_stride(cfg: DictConfig, model) -> None:
-    """A timm CNN whose total stride is above the image size trains on 1 x 1 maps of
-    padding from some stage on: it runs, and learns little. Said once, with the size."""
+def refuse_images_below_the_stride(cfg: DictConfig, model) -> None:
+    """A timm CNN whose total stride is above the image size would train on 1 x 1 maps of
+    padding from some stage on: it would run, and learn little. Refused, with the size."""
     size = OmegaConf.select(cfg, "data.image_size")
     if not isinstance(size, int):
         return
@@ -190,11 +190,10 @@ def warn_images_below_the_stride(cfg: DictConfig, model) -> None:
         reduction = info[-1].get("reduction") if isinstance(info, list) and info else None
         if isinstance(reduction, int) and size < reduction:
             name = getattr(module, "default_cfg", {}).get("architecture", type(module).__name__)
-            log.warning(
+            raise ConfigError(
                 f"data.image_size={size} is below the stride of {name} ({reduction}): its "
-                f"last stages see maps of padding; give data.image_size at least {reduction}"
+                f"last stages would see maps of padding; give data.image_size={reduction} or more"
             )
-            return
 
 
 def preflight(cfg: DictConfig, datamodule, model) -> float:

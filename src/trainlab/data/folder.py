@@ -8,17 +8,16 @@ final test read ``data.val_fraction`` of the images, drawn by ``data.split_seed`
 monitors that need no labels (RankMe, the features' spread, a masked method's loss).
 """
 
-import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 import torch
 from torch.utils.data import Dataset
-from torchvision.datasets.folder import IMG_EXTENSIONS
 from torchvision.transforms.functional import pil_to_tensor
 
 from trainlab.data.base import ImageDataModule
+from trainlab.data.image_files import image_files
 from trainlab.data.imagefolder import decode_samples, load_image
 from trainlab.utils.errors import DataError
 from trainlab.utils.logging import get_logger
@@ -40,31 +39,6 @@ class ImageFiles(Dataset):
 
     def __getitem__(self, index: int):
         return load_image(str(self.paths[index]), self.mode), UNLABELLED
-
-
-@functools.cache
-def image_files(root: Path) -> list[Path]:
-    """Every image under ``root`` at any depth, sorted (the same split on every rank); read
-    once a process."""
-    if not root.is_dir():
-        what = "a file" if root.exists() else "missing"
-        raise DataError(f"data.root={root} is {what}: give the folder that holds the images")
-    files = [p for p in root.rglob("*") if not p.is_dir()]  # a FIFO is skipped, never opened
-    images = sorted(
-        p
-        for p in files
-        if p.is_file() and p.suffix.lower() in IMG_EXTENSIONS and not p.name.startswith(".")
-    )
-    if skipped := len(files) - len(images):
-        kept = set(images)
-        examples = [p.name for p in files if p not in kept][:3]
-        log.warning(f"{root}: skipped {skipped} files that are not images, e.g. {examples}")
-    if len(images) < 2:
-        raise DataError(
-            f"data.root={root} holds {len(images)} image(s) ({', '.join(IMG_EXTENSIONS)}): "
-            "training and validation need at least 2"
-        )
-    return images
 
 
 def statistics(paths: list[Path], mode: str, count: int = 256) -> tuple[list, list]:

@@ -43,9 +43,10 @@ def run_config_of(ckpt: str | Path) -> DictConfig | None:
 
 
 def load_run_config(path: Path, check: bool = True) -> DictConfig:
-    """A run dir's config.yaml, refused if it names any class that trainlab's configs do not (checks/allowed_targets.py): a
-    shared run dir must not run code when it is opened. ``check=False`` only where nothing
-    of it is built (resume's comparison with the command line)."""
+    """A run dir's config.yaml, refused if it names a class trainlab's configs do not
+    (checks/allowed_targets.py): a shared run dir must not run code when it is opened.
+    ``check=False`` only where nothing of it is built (resume's comparison with the command
+    line)."""
     cfg = read_run_yaml(path)  # size and aliases checked before it is parsed
     if check:
         check_targets(cfg, path)

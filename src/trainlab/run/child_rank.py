@@ -1,13 +1,11 @@
-"""Entry point of a child rank started by ``ConfigLauncher``: run one job's saved config.
-
-``python -m trainlab.run.child_rank <run_dir>/.rank_config.yaml`` with LOCAL_RANK,
-WORLD_SIZE, MASTER_ADDR and MASTER_PORT set by rank 0. No Hydra here: the config is
-already composed and resolved, and a child rank must not make run dirs of its own.
+"""A child rank started by ``ConfigLauncher``: ``python -m trainlab.run.child_rank
+<run_dir>/.rank_config.yaml`` (LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set by rank
+0) runs rank 0's composed and resolved config, without Hydra: a child makes no run dir.
 
 A child stopped by a signal (every rank saves at the same batch: run/fit.py) exits 0 and
-leaves 128 + signal to rank 0, the job's process: Lightning's process observer in rank 0
-SIGKILLs rank 0 and every child as soon as one child exits non-zero, which cut rank 0 off
-mid-teardown when a signal reached every process of the job at once (srun, a group kill).
+leaves 128 + signal to rank 0: Lightning's process observer in rank 0 kills every process as
+soon as one child exits non-zero, which cut rank 0 off mid-teardown when a signal reached
+every process at once (srun, a group kill).
 """
 
 import logging

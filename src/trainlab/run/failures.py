@@ -105,17 +105,6 @@ KNOWN_NOISE = [
 ]
 
 
-class _Drop(logging.Filter):
-    """Drops a logger's records that contain ``text``."""
-
-    def __init__(self, text: str):
-        super().__init__()
-        self.text = text
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return self.text not in record.getMessage()
-
-
 # Library log lines that say nothing actionable (logger: the text that marks them).
 KNOWN_LOG_NOISE = {
     # Lightning's info line advertising its cloud logger on every Trainer: not about the run
@@ -124,6 +113,7 @@ KNOWN_LOG_NOISE = {
     # CPU kernels: they need no CUDA
     "torch.utils.cpp_extension": "No CUDA runtime is found",
 }
+_quieted: set[str] = set()  # the loggers of KNOWN_LOG_NOISE given their filter
 
 
 def say_stopped(stop: Stopped, cfg: DictConfig) -> None:
@@ -152,10 +142,10 @@ def run_task(task: Callable[[DictConfig], object], cfg: DictConfig):
     if cfg.get("extras", {}).get("ignore_known_warnings", True):
         for pattern in KNOWN_NOISE:
             warnings.filterwarnings("ignore", message=pattern)
-        for name, text in KNOWN_LOG_NOISE.items():
-            logger = logging.getLogger(name)
-            if not any(isinstance(f, _Drop) for f in logger.filters):  # once a process
-                logger.addFilter(_Drop(text))
+        for name in KNOWN_LOG_NOISE.keys() - _quieted:  # once a process
+            _quieted.add(name)
+            text = KNOWN_LOG_NOISE[name]
+            logging.getLogger(name).addFilter(lambda record, t=text: t not in record.getMessage())
     try:
         with signals_raise_stopped():
             return task(cfg)

@@ -1,5 +1,6 @@
 """Rank 0's run summary: the console table and metrics.json."""
 
+import shlex
 from pathlib import Path
 
 import lightning as L
@@ -46,3 +47,6 @@ def report_run(
         **({"chosen": chosen} if chosen else {}),
         **({"pruned": {"epoch": pruned_at}} if pruned_at is not None else {}),
     )
+    if last.exists():  # a line to copy, not a table cell: the evaluated network for timm
+        ckpt = shlex.quote(str(last))
+        print(f"export: python scripts/export_encoder.py {ckpt} encoder.safetensors")

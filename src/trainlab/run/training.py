@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from trainlab.checks import check
 from trainlab.checks.placement import continue_command
+from trainlab.data.image_files import pin_measured
 from trainlab.model.compile import compile_networks
 from trainlab.model.self_supervised import SelfSupervised
 from trainlab.run import run_dir as rundir
@@ -35,6 +36,7 @@ def train(cfg: DictConfig) -> float | None:
     start = time.monotonic()
     one_console_line()
     adopt_checkpoint_shape(cfg, rundir.command_line_overrides())  # init_from: its weights' shape
+    pin_measured(cfg)  # a folder's channels and size: numbers in the run's config.yaml
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
     accepted = check(cfg)  # everything that can refuse the run, one line each
@@ -86,6 +88,6 @@ def train(cfg: DictConfig) -> float | None:
         return metrics.get(cfg.get("optimized_metric") or "")
     run = {"run_dir": str(run_dir), "wall_seconds": round(time.monotonic() - start, 2), **facts}
     run |= {**batch, **feature_summary, "devices": [str(d) for d in devices]}
-    run["precision"] = str(trainer.precision)  # as resolved: ijepa_mnist picks it by the CPU
+    run["precision"] = str(trainer.precision)  # as resolved (${cpu_precision:...})
     report_run(cfg, trainer, run_dir, metrics, best, run, chosen)
     return metrics.get(cfg.get("optimized_metric") or "")
