@@ -39,6 +39,7 @@ from trainlab.data.low_shot import class_balanced_subset
 from trainlab.evaluation.checkpoint import load_encoder
 from trainlab.evaluation.features import encoder_views, pixel_views
 from trainlab.evaluation.protocol import extract_splits, rate_features
+from trainlab.run.checkpoint_config import load_run_config
 from trainlab.utils.machine import cpu_model
 
 # A run's config and evaluation splits, read once per run dir: every row rates on them.
@@ -58,6 +59,10 @@ METHODS = {
     "DINO ResNet-18": "dino_fashion_resnet",
     "LeJEPA": "lejepa_fashion",
 }
+# Pre-trained on the 60,000 training images written out as an unlabelled folder (no labels
+# kept; data=folder holds out 10 %: 54,000 train, as the labelled rows), rated as the rows
+# above on the labelled splits of data=fashion_mnist: {row: the experiment whose recipe runs}.
+FOLDER_ROWS = {"VICReg, unlabelled folder": "vicreg_fashion"}
 # The encoder shapes, each one method's experiment composed (its encoder node, and its data at
 # the shape's image size): {shape: experiment}. The raw pixels are read at the ViT's 28 px.
 SHAPES = {"ViT-Tiny/7": "vicreg_fashion", "ResNet-18": "vicreg_fashion_resnet"}
@@ -95,6 +100,40 @@ def pretrain(experiment: str, seed: int) -> dict:
     # rated again here with the low-shot ones from the same features.
     overrides = (f"experiment={experiment}", f"seed={seed}", "features.enabled=false")
     return train(f"{experiment}_s{seed}", *overrides, task=TASK)
+
+
+def unlabelled_folder() -> Path:
+    """The training images as PNGs in sub-folders of 1,000, no labels: written once."""
+    from torchvision.datasets import FashionMNIST
+
+    root = ROOT / "logs" / TASK / "unlabelled_folder"
+    if not (root / "done").exists():
+        images = FashionMNIST(str(ROOT / "data"), train=True)
+        for i, (image, _label) in enumerate(images):
+            (root / f"{i // 1000:02d}").mkdir(parents=True, exist_ok=True)
+            image.save(root / f"{i // 1000:02d}" / f"{i:05d}.png")
+        (root / "done").write_text(f"{len(images)} images\n")  # not an image: skipped
+    return root
+
+
+def folder_row(row: str, seed: int) -> dict:
+    """``experiment=FOLDER_ROWS[row]`` pre-trained on unlabelled_folder(), its evaluated
+    encoder rated frozen on the labelled Fashion-MNIST splits of the method rows."""
+
+    def compute() -> dict:
+        experiment = FOLDER_ROWS[row]
+        pre = train(
+            f"{experiment}_folder_s{seed}", f"experiment={experiment}", "data=folder",
+            f"data.root={unlabelled_folder()}", "data.image_size=28", "data.val_fraction=0.1",
+            f"seed={seed}", "features.enabled=false", task=TASK,
+        )  # fmt: skip
+        run_cfg = load_run_config(Path(pre["run"]["run_dir"]) / "config.yaml")  # not its data
+        encoder = load_encoder(run_cfg.model.encoder, pre["checkpoints"]["last"], "evaluated")
+        scores = rate_fractions(encoder_views(encoder), shape_data("ViT-Tiny/7", seed), row, seed)
+        run = pre["run"]
+        return {**scores, "minutes": run["fit_seconds"] / 60, "precision": run["precision"]}
+
+    return cached(row, seed, compute)
 
 
 @functools.cache
@@ -278,7 +317,7 @@ def minutes_cell(done: list[dict], trained: bool) -> str:
 
 
 def main() -> None:
-    rows = [*BASELINES, *METHODS, *SUPERVISED, "fine-tune"]
+    rows = [*BASELINES, *METHODS, *FOLDER_ROWS, *SUPERVISED, "fine-tune"]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     parser.add_argument("--rows", nargs="*", default=rows, choices=rows,
@@ -289,6 +328,8 @@ def main() -> None:
         for row in args.rows:
             if row in METHODS:
                 method_row(row, seed)
+            elif row in FOLDER_ROWS:
+                folder_row(row, seed)
             elif row in BASELINES:
                 baseline_row(row, seed)
             elif row in SUPERVISED:
@@ -314,7 +355,7 @@ def write(seeds: list[int]) -> None:
         if best
         else [name for name in old_table if name.startswith("fine-tune from")]
     )
-    for row in [*BASELINES, *METHODS, *SUPERVISED, *fine_tunes]:
+    for row in [*BASELINES, *METHODS, *FOLDER_ROWS, *SUPERVISED, *fine_tunes]:
         if done := finished(row, seeds):
             more, per = table_lines(row, done)
             lines += more
