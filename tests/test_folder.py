@@ -17,11 +17,12 @@ from conftest import (
     run_in_process,
     run_train,
 )
+from omegaconf import OmegaConf
 from PIL import Image
 
 import trainlab.commands
 from trainlab.data.folder import UNLABELLED, FolderDataModule
-from trainlab.data.image_files import measured
+from trainlab.data.image_files import measured, pin_measured
 from trainlab.utils.errors import ConfigError
 from trainlab.utils.size_rules import patch, scaled
 
@@ -29,9 +30,12 @@ from trainlab.utils.size_rules import patch, scaled
 FOLDER_EXPERIMENTS = sorted(p.stem for p in (CONFIGS / "experiment").glob("*_folder.yaml"))
 #: The folder experiments at test scale: the same keys for every family.
 SMALL = [
-    "data.num_workers=0", "data.batch_size=8", "model.encoder.size=vit_tiny",
-    "model.encoder.depth=2", "model.warmup_epochs=0", "trainer.max_epochs=1",
+    "data.num_workers=0", "data.batch_size=8", "model.warmup_epochs=0", "trainer.max_epochs=1",
 ]  # fmt: skip
+#: Their ViT-Small at test scale.
+TINY_VIT = ["model.encoder.size=vit_tiny", "model.encoder.depth=2"]
+#: Another encoder in its place, at the size of its stride.
+RESNET = ["model/encoder=resnet", "data.image_size=32"]
 
 
 def photos(root: Path, n: int = 24, size: int = 20) -> Path:
@@ -87,7 +91,8 @@ def test_the_normalisation_is_measured_from_the_folder_when_not_given(tmp_path):
 
 def test_the_folder_says_its_channels_and_size(tmp_path, caplog):
     """Read from 64 images' headers: 1 channel when all are gray, else 3; the median shorter
-    side, rounded down to a multiple of 8, at most 224. Said in one line."""
+    side, rounded down to a multiple of 8, at most 224. A run says, in one line, the values
+    it read and no other."""
     rgb = photos(tmp_path / "photos", n=12, size=20)
     gray = tmp_path / "gray"
     gray.mkdir()
@@ -98,10 +103,17 @@ def test_the_folder_says_its_channels_and_size(tmp_path, caplog):
     for i in range(2):
         Image.fromarray(np.zeros((300, 400, 3), np.uint8)).save(large / f"{i}.jpg")
     assert measured(str(rgb)) == (3, 16)
-    with caplog.at_level(logging.INFO):
-        assert measured(str(gray)) == (1, 40)
+    assert measured(str(gray)) == (1, 40)
     assert measured(str(large)) == (3, 224)
-    assert f"{gray}: 1 channel(s), 40 px, read from 3 images" in caplog.text
+    given = {"root": str(gray), "in_chans": "${folder_channels:${.root}}", "image_size": 28}
+    cfg = OmegaConf.create({"data": given})
+    with caplog.at_level(logging.INFO):
+        pin_measured(cfg)
+    assert OmegaConf.to_container(cfg.data) == {**given, "in_chans": 1}  # a number now
+    said = [r.getMessage() for r in caplog.records if "read from" in r.getMessage()]
+    assert said == [
+        f"[rank 0] {gray}: data.in_chans=1, read from 3 of its images (give them to choose)"
+    ]
 
 
 def test_the_size_rules_of_the_folder_experiments():
@@ -115,24 +127,28 @@ def test_the_size_rules_of_the_folder_experiments():
 
 
 @pytest.mark.parametrize(
-    "experiment",
+    "experiment, encoder",
     [
-        e if e in ("ijepa_folder", "vicreg_folder") else pytest.param(e, marks=pytest.mark.slow)
-        for e in FOLDER_EXPERIMENTS
+        *(
+            (e, TINY_VIT) if e in ("ijepa_folder", "vicreg_folder")
+            else pytest.param(e, TINY_VIT, marks=pytest.mark.slow)
+            for e in FOLDER_EXPERIMENTS
+        ),
+        pytest.param("dino_folder", RESNET, id="dino_folder-resnet", marks=pytest.mark.slow),
     ],
-)
+)  # fmt: skip
 def test_each_familys_folder_experiment_trains_on_photos_and_rates_on_a_labelled_folder(
-    tmp_path, monkeypatch, capfd, experiment
+    tmp_path, monkeypatch, capfd, experiment, encoder
 ):
     """A family's recipe for one's own folder, as the README gives it, at test scale: the
     channels and size read from the photos (16 px: a 2 px patch, DINO's local views 6 px),
     held as numbers in the run's config.yaml; rated on a labelled folder; the summary says
-    how to export the encoder."""
+    how to export the encoder. A ResNet in the ViT's place takes the same recipe."""
     root = photos(tmp_path / "photos", n=40)
     labelled = make_image_folder(tmp_path / "labelled", per_class=6)
     argv = [
         "train.py", *FAST, f"paths.log_dir={tmp_path / 'logs'}", f"experiment={experiment}",
-        f"data.root={root}", *SMALL, "run_name=mine", "features.enabled=true",
+        f"data.root={root}", *SMALL, *encoder, "run_name=mine", "features.enabled=true",
         f"features.data={labelled}",
     ]  # fmt: skip
     code = run_in_process(trainlab.commands.train_command, argv, monkeypatch)
@@ -140,8 +156,9 @@ def test_each_familys_folder_experiment_trains_on_photos_and_rates_on_a_labelled
     assert code == 0, err[-3000:]
     run_dir = tmp_path / "logs" / "train" / "runs" / "mine"
     saved = (run_dir / "config.yaml").read_text()
-    assert "image_size: 16\n" in saved and "in_chans: 3\n" in saved
-    assert "patch_size: ${patch:${data.image_size}}" in saved  # follows the size it holds
+    assert f"image_size: {32 if encoder == RESNET else 16}\n" in saved and "in_chans: 3\n" in saved
+    if encoder == TINY_VIT:
+        assert "patch_size: ${patch:${data.image_size}}" in saved  # follows the size it holds
     metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
     assert 0.0 <= metrics["features/linear_acc"] <= 1.0 and "val/rankme" in metrics
     assert f"export: python scripts/export_encoder.py {run_dir}/checkpoints/last.ckpt" in out
@@ -249,7 +266,7 @@ def test_two_ranks_rate_on_the_labelled_folder_as_one_process(tmp_path, experime
     scores = []
     for devices in (1, 2):
         done = run_cli(
-            "train.py", f"experiment={experiment}", f"data.root={root}", *SMALL,
+            "train.py", f"experiment={experiment}", f"data.root={root}", *SMALL, *TINY_VIT,
             "trainer.accelerator=cpu", f"trainer.devices={devices}", f"run_name=r{devices}",
             f"paths.log_dir={tmp_path / 'logs'}", f"features.data={labelled}",
             "extras.print_config=false",

@@ -58,8 +58,7 @@ def image_files(root: Path) -> list[Path]:
 @functools.cache
 def measured(root: str) -> tuple[int, int]:
     """(channels, size) from the headers of SAMPLE images: 1 channel when every one is gray,
-    else 3; the median shorter side, rounded down to a multiple of ROUND, at most LARGEST.
-    Said once, in one line."""
+    else 3; the median shorter side, rounded down to a multiple of ROUND, at most LARGEST."""
     from PIL import Image
 
     paths = image_files(Path(root))
@@ -73,12 +72,7 @@ def measured(root: str) -> tuple[int, int]:
         except OSError as e:
             raise DataError(f"{path} cannot be read as an image ({e}): remove it") from e
     channels = 1 if modes <= GRAY else 3
-    size = max(ROUND, min(LARGEST, int(statistics.median(sides))) // ROUND * ROUND)
-    log.info(
-        f"{root}: {channels} channel(s), {size} px, read from {len(sample)} images "
-        f"(data.in_chans and data.image_size give others)"
-    )
-    return channels, size
+    return channels, max(ROUND, min(LARGEST, int(statistics.median(sides))) // ROUND * ROUND)
 
 
 def register() -> None:
@@ -89,12 +83,18 @@ def register() -> None:
 
 def pin_measured(cfg: DictConfig) -> None:
     """``data.in_chans`` and ``data.image_size`` as the numbers measured, where the config
-    reads them from the folder: the run's config.yaml then holds numbers, which a copied run
-    dir and ``eval.py`` read where the folder is gone or has changed."""
+    reads them from the folder, said in one line: the run's config.yaml then holds numbers,
+    which a copied run dir and ``eval.py`` read where the folder is gone or has changed."""
     data = cfg.get("data")
     if not isinstance(data, DictConfig):
         return
     raw = OmegaConf.to_container(data, resolve=False)
-    for key in ("in_chans", "image_size"):
-        if isinstance(raw.get(key), str) and "${folder_" in raw[key]:
-            data[key] = data[key]
+    read = [k for k in ("in_chans", "image_size") if "${folder_" in str(raw.get(k))]
+    for key in read:
+        data[key] = data[key]
+    if read:
+        values = ", ".join(f"data.{k}={data[k]}" for k in read)
+        read_from = min(SAMPLE, len(image_files(Path(data.root))))
+        log.info(
+            f"{data.root}: {values}, read from {read_from} of its images (give them to choose)"
+        )
