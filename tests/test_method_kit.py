@@ -1,6 +1,7 @@
 """The promises every self-supervised experiment keeps, checked for each file of
 configs/experiment whose model is a ``SelfSupervised`` and whose data needs no download: a new
 method inherits these tests by adding its experiment (docs/fork.md: "Add a self-supervised method").
+The folder experiments (``*_folder``) join the first check at test scale (FOLDER_SCALE).
 
 - 2 CPU ranks, each on half the batch, compute what one process computes on the whole batch:
   the loss (averaged over ranks, as logged), the gradients (averaged, as DDP does) and the
@@ -22,7 +23,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from conftest import (
+    CONFIGS,
     DIGITS,
+    EXPERIMENTS,
     MNIST5K,
     RANK_CONSISTENCY,
     experiments_on,
@@ -30,6 +33,8 @@ from conftest import (
     run_cli,
     run_in_process,
 )
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
@@ -38,6 +43,10 @@ from trainlab.model.self_supervised import SelfSupervised
 from trainlab.networks.masks import Masks, step_generator
 
 BATCH = 8  # 4 a rank
+#: The folder experiments' sizes given (no folder is read) and their ViT-Small made small.
+FOLDER_SCALE = [
+    "data.image_size=16", "data.in_chans=3", "model.encoder.size=vit_tiny", "model.encoder.depth=2",
+]  # fmt: skip
 
 
 @cache
@@ -45,6 +54,20 @@ def kit() -> dict[str, dict]:
     """{experiment: its composed config}, for the self-supervised experiments on offline data."""
     found = experiments_on(DIGITS, MNIST5K).items()
     return {name: cfg for name, cfg in found if issubclass(get_class(cfg.model._target_), SelfSupervised)}  # fmt: skip
+
+
+@cache
+def folder_kit() -> dict[str, dict]:
+    """{experiment: its composed config at FOLDER_SCALE}, for the folder experiments."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(str(CONFIGS), version_base="1.3"):
+        found = {
+            name: compose("train", overrides=[f"experiment={name}", *FOLDER_SCALE])
+            for name in EXPERIMENTS
+            if name.endswith("_folder")
+        }
+    GlobalHydra.instance().clear()
+    return found
 
 
 @cache
@@ -149,7 +172,7 @@ def two_rank_steps(request) -> dict:
         if item.originalname == "test_two_ranks_equal_one_process_on_the_global_batch"
     }
     jobs = {}
-    for name, cfg in kit().items():
+    for name, cfg in {**kit(), **folder_kit()}.items():
         if name in selected:
             model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
             jobs[name] = (model_cfg, batch_of(cfg))
@@ -160,7 +183,7 @@ def two_rank_steps(request) -> dict:
         return {"ranks": dict(out), "jobs": jobs}
 
 
-@pytest.mark.parametrize("experiment", list(kit()))
+@pytest.mark.parametrize("experiment", [*kit(), *folder_kit()])
 def test_two_ranks_equal_one_process_on_the_global_batch(experiment, two_rank_steps):
     """Batch statistics (VICReg's variance and covariance, the heads' BatchNorm, I-JEPA's
     var_cov) are the global batch's, the state a step moves is the global batch's and equal
