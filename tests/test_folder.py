@@ -4,6 +4,7 @@ set the end-of-run table and ``eval.py mode=features`` rate on (evaluation/ratin
 import json
 import logging
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from trainlab.data.image_files import measured, pin_measured
 from trainlab.utils.errors import ConfigError
 from trainlab.utils.size_rules import patch, scaled
 
+README = CONFIGS.parent / "README.md"
 #: One experiment per family for a folder of one's own: configs/experiment/*_folder.yaml.
 FOLDER_EXPERIMENTS = sorted(p.stem for p in (CONFIGS / "experiment").glob("*_folder.yaml"))
 #: The folder experiments at test scale: the same keys for every family.
@@ -140,17 +142,24 @@ def test_the_size_rules_of_the_folder_experiments():
 def test_each_familys_folder_experiment_trains_on_photos_and_rates_on_a_labelled_folder(
     tmp_path, monkeypatch, capfd, experiment, encoder
 ):
-    """A family's recipe for one's own folder, as the README gives it, at test scale: the
-    channels and size read from the photos (16 px: a 2 px patch, DINO's local views 6 px),
-    held as numbers in the run's config.yaml; rated on a labelled folder; the summary says
-    how to export the encoder. A ResNet in the ViT's place takes the same recipe."""
+    """The README's command for one's own photos (its folders these, each family's
+    experiment, at test scale): the channels and size read from the photos (16 px: a 2 px
+    patch, DINO's local views 6 px), held as numbers in the run's config.yaml; rated on the
+    labelled folder; the summary says how to export the encoder. A ResNet in the ViT's place
+    takes the same recipe."""
     root = photos(tmp_path / "photos", n=40)
     labelled = make_image_folder(tmp_path / "labelled", per_class=6)
+    # the README's command, its folders these, at test scale
+    shown = next(line for line in README.read_text().splitlines() if "=/photos_labelled" in line)
+    readme = shown.split("#")[0].split()[2:]
+    paths = {"/photos_labelled": str(labelled), "/photos": str(root)}
+    readme = [re.sub("/photos(_labelled)?$", lambda m: paths[m.group(0)], a) for a in readme]
+    readme = [re.sub("^experiment=.*", f"experiment={experiment}", a) for a in readme]
     argv = [
-        "train.py", *FAST, f"paths.log_dir={tmp_path / 'logs'}", f"experiment={experiment}",
-        f"data.root={root}", *SMALL, *encoder, "run_name=mine", "features.enabled=true",
-        f"features.data={labelled}",
+        "train.py", *FAST, f"paths.log_dir={tmp_path / 'logs'}", *readme, *SMALL, *encoder,
+        "run_name=mine", "features.enabled=true",
     ]  # fmt: skip
+    assert f"data.root={root}" in argv and f"features.data={labelled}" in argv
     code = run_in_process(trainlab.commands.train_command, argv, monkeypatch)
     out, err = capfd.readouterr()
     assert code == 0, err[-3000:]
