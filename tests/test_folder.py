@@ -136,7 +136,7 @@ def test_the_size_rules_of_the_folder_experiments():
             else pytest.param(e, TINY_VIT, marks=pytest.mark.slow)
             for e in FOLDER_EXPERIMENTS
         ),
-        pytest.param("dino_folder", RESNET, id="dino_folder-resnet", marks=pytest.mark.slow),
+        pytest.param("vicreg_folder", RESNET, id="vicreg_folder-resnet", marks=pytest.mark.slow),
     ],
 )  # fmt: skip
 def test_each_familys_folder_experiment_trains_on_photos_and_rates_on_a_labelled_folder(
