@@ -43,7 +43,7 @@ def loader_images_per_s(folder: Path, uint8_batches: bool, workers: int) -> tupl
 def vit_small_ijepa():
     """I-JEPA with ViT-Small/16 at 224 px: a 14x14 grid, the paper's masks."""
     from trainlab.model.ijepa import IJEPA
-    from trainlab.networks.masks import MultiBlockMaskGenerator
+    from trainlab.networks.multiblock_masks import MultiBlockMaskGenerator
     from trainlab.networks.predictor import Predictor
     from trainlab.networks.vit import ViTEncoder
 

@@ -405,7 +405,7 @@ def memory_table(quick: bool) -> str:
     from hydra.utils import instantiate
 
     from trainlab.memory_fit.estimate import GIB, estimate_peak
-    from trainlab.networks.masks import step_generator
+    from trainlab.utils.seeding import step_generator
 
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"

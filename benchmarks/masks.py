@@ -10,7 +10,8 @@ import time
 
 import torch
 
-from trainlab.networks.masks import MultiBlockMaskGenerator, step_generator
+from trainlab.networks.multiblock_masks import MultiBlockMaskGenerator
+from trainlab.utils.seeding import step_generator
 
 
 def reference_loop(

@@ -9,7 +9,7 @@ memory that activation checkpointing trades for recomputation.
 import torch
 
 from trainlab.model.saved_activations import saved_activation_bytes
-from trainlab.networks.masks import step_generator
+from trainlab.utils.seeding import step_generator
 
 
 def saved_activation_mib(model, images) -> float:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from trainlab.networks.masks import step_generator
+from trainlab.utils.seeding import step_generator
 
 
 def timeline_peak_mib(model, optimizer, images, step: int) -> float:

@@ -5,7 +5,7 @@ from functools import partial
 import torch
 
 from trainlab.model.ijepa import IJEPA
-from trainlab.networks.masks import MultiBlockMaskGenerator
+from trainlab.networks.multiblock_masks import MultiBlockMaskGenerator
 from trainlab.networks.predictor import Predictor
 from trainlab.networks.vit import ViTEncoder
 

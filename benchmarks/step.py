@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from trainlab.callbacks.cpu_bf16_attention import write_attention_out
-from trainlab.networks.masks import step_generator
+from trainlab.utils.seeding import step_generator
 
 
 class SameBatch(Dataset):

@@ -12,7 +12,7 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
 from benchmarks.step import loop_rate
-from trainlab.networks.masks import step_generator
+from trainlab.utils.seeding import step_generator
 
 # The kernels that run matrix products in the step (both attention paths included). The patch
 # embedding's convolution (under 1 % of the step) counts with the rest: the bound is generous.

@@ -18,8 +18,8 @@ from trainlab.losses.dino import DINOLoss
 from trainlab.networks.encoder import pooled_layers
 from trainlab.networks.global_batch_norm import GlobalBatchNorm2d
 from trainlab.networks.heads import ProjectionHead
-from trainlab.networks.masks import step_generator
 from trainlab.networks.weights import export_encoder
+from trainlab.utils.seeding import step_generator
 
 SMALL = ["experiment=dino_digits", "model.encoder.depth=1", "data.batch_size=16"]
 

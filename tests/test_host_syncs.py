@@ -22,7 +22,7 @@ READS = {
 }  # fmt: skip
 # Sites whose tensors are on the CPU on any machine: (file, why).
 CPU_SITES = {
-    "networks/masks.py": "masks are drawn on the CPU, then copied without blocking",
+    "networks/multiblock_masks.py": "masks are drawn on the CPU, then copied without blocking",
     "utils/seeding.py": "per-sample seeds, in the loader",
     "data/sampler.py": "the sampler's order, in the loader",
     "callbacks/non_finite.py": "its L2 shortcut reads only CPU gradients; CUDA's path reads none",

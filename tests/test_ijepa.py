@@ -178,7 +178,7 @@ def test_the_online_monitors_read_the_protocols_last4_view(tmp_path):
     """What the monitors see is what eval.py mode=features rates (its ``last4`` view of the
     target encoder), so their numbers can agree; the loss is the paper's on the same forward."""
     from trainlab.evaluation.features import encoder_views
-    from trainlab.networks.masks import step_generator
+    from trainlab.utils.seeding import step_generator
 
     model, data = tiny_ijepa(tmp_path, "model.encoder.depth=4")
     data.setup("fit")
@@ -210,7 +210,7 @@ def test_loss_gradients_reach_encoder_and_predictor_but_not_the_target(tmp_path)
     data.setup()
     # as Lightning delivers it: uint8 from the loader, normalised after the transfer
     images, labels = data.on_after_batch_transfer(next(iter(data.train_dataloader())), 0)
-    from trainlab.networks.masks import step_generator
+    from trainlab.utils.seeding import step_generator
 
     loss, features = model.loss(images, step_generator(0, 0, 0))
     loss.backward()
@@ -265,7 +265,7 @@ def test_step_tokens_and_flops_count_what_the_step_runs(tmp_path):
     matrices, 28 % more than the model's FLOPs there, which the count leaves out)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from trainlab.networks.masks import step_generator
+    from trainlab.utils.seeding import step_generator
 
     model, _ = tiny_ijepa(tmp_path, "model.encoder.depth=2", "model.predictor.depth=2")
     images = torch.randn(8, 1, 16, 16)
@@ -280,7 +280,7 @@ def test_step_tokens_and_flops_count_what_the_step_runs(tmp_path):
 
 def mask_counts(model, steps: int) -> set[tuple[int, int]]:
     """The (context, target) token counts of the first ``steps`` steps' masks."""
-    from trainlab.networks.masks import step_generator
+    from trainlab.utils.seeding import step_generator
 
     return {
         (masks.context.shape[1], masks.targets.shape[2])
@@ -296,7 +296,7 @@ def test_compiled_steps_match_eager_in_bf16_and_stop_recompiling_after_warm_up(t
     import copy
 
     from trainlab.model.compile import compile_networks
-    from trainlab.networks.masks import step_generator
+    from trainlab.utils.seeding import step_generator
 
     torch.compiler.reset()
     eager, _ = tiny_ijepa(tmp_path, "data.image_size=32")  # an 8 x 8 grid: many counts
@@ -450,7 +450,7 @@ def default_job_trace(tmp_path) -> dict[str, list[str]]:
 
 
 def test_sigreg_adds_its_weighted_term_to_the_loss_and_leaves_the_masks(tmp_path):
-    from trainlab.networks.masks import step_generator
+    from trainlab.utils.seeding import step_generator
 
     model, data = tiny_ijepa(tmp_path, "model.var_cov=0.0", "model.sigreg=1.0")
     data.setup()
@@ -463,7 +463,7 @@ def test_sigreg_adds_its_weighted_term_to_the_loss_and_leaves_the_masks(tmp_path
 
 
 def test_var_cov_adds_its_weighted_term_to_the_loss(tmp_path):
-    from trainlab.networks.masks import step_generator
+    from trainlab.utils.seeding import step_generator
 
     model, data = tiny_ijepa(tmp_path, "model.var_cov=1.0")
     data.setup()
@@ -478,7 +478,7 @@ def test_var_cov_adds_its_weighted_term_to_the_loss(tmp_path):
 def test_the_regularised_variant_at_zero_is_the_papers_method(tmp_path):
     """configs/model/ijepa.yaml builds RegularisedIJEPA; with every term at 0 and no jitter
     (experiment=ijepa) its loss is the paper class's, bit for bit, on the same weights."""
-    from trainlab.networks.masks import step_generator
+    from trainlab.utils.seeding import step_generator
 
     zeros = ("model.var_cov=0.0", "model.sigreg=0.0", "model.invariance=0.0")
     regularised, data = tiny_ijepa(tmp_path, *zeros)
@@ -504,7 +504,7 @@ def test_the_regularised_variant_at_zero_is_the_papers_method(tmp_path):
 
 
 def test_invariance_adds_the_gap_between_pooled_context_and_pooled_target(tmp_path):
-    from trainlab.networks.masks import step_generator
+    from trainlab.utils.seeding import step_generator
 
     # depth 2: the monitors' features hold two blocks, and the term must read the last one
     model, data = tiny_ijepa(tmp_path, "model.invariance=2.0", "model.encoder.depth=2")
@@ -548,8 +548,8 @@ def test_target_norm_normalises_tokens_or_channels_and_leaves_the_monitors(tmp_p
 
 
 def test_a_jittered_context_changes_the_loss_not_the_targets_or_the_monitors(tmp_path):
-    from trainlab.networks.masks import step_generator
     from trainlab.networks.view_jitter import random_affine
+    from trainlab.utils.seeding import step_generator
 
     model, data = tiny_ijepa(tmp_path, "model.context_jitter={degrees:10,translate:0.1,scale:0.1}")
     data.setup()
@@ -613,7 +613,7 @@ def test_compile_traces_each_block_once_for_every_layer_and_every_mask_count(tmp
     times as deep adds no graph. dynamo's counters, through a recording backend that runs
     the graphs eagerly: dynamo's tracing and guards, without inductor's minutes on a CPU."""
     from trainlab.model.compile import compile_networks
-    from trainlab.networks.masks import step_generator
+    from trainlab.utils.seeding import step_generator
 
     images = torch.randn(8, 1, 32, 32)
     graphs = {}

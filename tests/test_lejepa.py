@@ -10,8 +10,8 @@ from conftest import compose_cfg
 
 from trainlab.losses.lejepa import LeJEPALoss
 from trainlab.model.lejepa import same_size_runs
-from trainlab.networks.masks import step_generator
 from trainlab.networks.projector import Projector
+from trainlab.utils.seeding import step_generator
 
 
 def by_hand(z: torch.Tensor, directions: torch.Tensor, weight: float, global_views: int):

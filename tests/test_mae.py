@@ -7,7 +7,7 @@ from conftest import compose_cfg
 
 from trainlab.losses.masked_pixels import MaskedPixelLoss
 from trainlab.networks.mae import patchify, random_masks
-from trainlab.networks.masks import step_generator
+from trainlab.utils.seeding import step_generator
 
 
 def test_random_masks_split_every_image_into_visible_and_masked():

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from trainlab.networks.masks import MultiBlockMaskGenerator, step_generator
+from trainlab.networks.multiblock_masks import MultiBlockMaskGenerator
 from trainlab.utils.errors import ConfigError
+from trainlab.utils.seeding import step_generator
 
 
 def draws(gen, n, batch=16):

@@ -40,7 +40,8 @@ from omegaconf import OmegaConf
 
 import trainlab.commands
 from trainlab.model.self_supervised import SelfSupervised
-from trainlab.networks.masks import Masks, step_generator
+from trainlab.networks.token_masks import Masks
+from trainlab.utils.seeding import step_generator
 
 BATCH = 8  # 4 a rank
 #: The folder experiments' sizes given (no folder is read) and their ViT-Small made small.

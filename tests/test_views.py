@@ -9,8 +9,8 @@ from trainlab.data.digits import DigitsDataModule
 from trainlab.data.fake import FakeDataModule
 from trainlab.data.imagefolder import ImageFolderDataModule
 from trainlab.data.mnist5k import MNIST5kDataModule
-from trainlab.networks.masks import step_generator
 from trainlab.networks.vit import ViTEncoder
+from trainlab.utils.seeding import step_generator
 
 # The first view is the single-image path's crop (no flip, no colour); the second a smaller
 # crop at half the size, as multi-crop recipes have.

@@ -6,9 +6,8 @@ from lightning.pytorch.callbacks import Callback
 from torchvision.utils import make_grid
 
 from trainlab.callbacks.pictures import enlarge, publish
-from trainlab.networks.masks import step_generator
 from trainlab.utils.ranges import Count
-from trainlab.utils.seeding import run_seed
+from trainlab.utils.seeding import run_seed, step_generator
 
 # Context in translucent blue; each target block in its own colour.
 CONTEXT_RGB = torch.tensor([0.1, 0.4, 1.0])

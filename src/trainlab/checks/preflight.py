@@ -26,9 +26,9 @@ from torch.utils.data import DataLoader
 from trainlab.checks.config import dict_nodes
 from trainlab.model.self_supervised import SelfSupervised
 from trainlab.networks.global_batch_norm import per_rank_batch_norms
-from trainlab.networks.masks import step_generator
 from trainlab.utils.errors import ConfigError, UserError, one_line
 from trainlab.utils.logging import get_logger
+from trainlab.utils.seeding import step_generator
 
 log = get_logger(__name__)
 BATCH = 2

@@ -23,8 +23,9 @@ from dataclasses import dataclass, replace
 import torch
 
 from trainlab.model.saved_activations import saved_activation_bytes
-from trainlab.networks.masks import Masks, step_generator
+from trainlab.networks.token_masks import Masks
 from trainlab.utils import lightning_internals
+from trainlab.utils.seeding import step_generator
 
 GIB = 2**30
 

@@ -11,7 +11,7 @@ import torch
 from trainlab.losses.feature_regression import FeatureRegressionLoss
 from trainlab.model.self_supervised import SelfSupervised
 from trainlab.networks.flops import blocks_flops, patch_embed_flops
-from trainlab.networks.masks import MultiBlockMaskGenerator
+from trainlab.networks.multiblock_masks import MultiBlockMaskGenerator
 from trainlab.networks.predictor import Predictor
 from trainlab.networks.target_norm import TARGET_NORMS
 from trainlab.networks.teacher import teacher_of

@@ -3,7 +3,7 @@ for backward, counted with autograd's saved-tensor hooks (a CPU has no allocator
 
 import torch
 
-from trainlab.networks.masks import step_generator
+from trainlab.utils.seeding import step_generator
 
 
 def saved_activation_bytes(module, images) -> int:

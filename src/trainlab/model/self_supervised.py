@@ -41,7 +41,6 @@ from trainlab.evaluation.online import OnlineEvaluator
 from trainlab.model.epoch_mean import EpochMean
 from trainlab.networks.encoder import layer_widths, pooled_layers, probe_layers
 from trainlab.networks.global_batch_norm import GLOBAL, PER_RANK
-from trainlab.networks.masks import step_generator
 from trainlab.optim.fused import fused_by_default
 from trainlab.optim.param_groups import decay_groups
 from trainlab.optim.schedules import cosine, linear, peak_lr, warmup_cosine, warmup_steps
@@ -54,7 +53,7 @@ from trainlab.utils.ranges import (
     NonNegative,
     ScheduleScale,
 )
-from trainlab.utils.seeding import run_seed
+from trainlab.utils.seeding import run_seed, step_generator
 
 
 class SelfSupervised(L.LightningModule):

@@ -7,8 +7,8 @@ positions next to encoded visible tokens and run a narrow ViT over them.
 import torch
 from torch import nn
 
-from trainlab.networks.masks import Masks
 from trainlab.networks.predictor import Predictor
+from trainlab.networks.token_masks import Masks
 
 
 def random_masks(

@@ -16,6 +16,12 @@ def derived_seed(*parts: int) -> int:
     return hash(tuple(int(p) for p in parts)) & (2**63 - 1)
 
 
+def step_generator(seed: int, epoch: int, step: int) -> torch.Generator:
+    """A CPU generator whose stream depends only on (seed, epoch, step): a step's masks and
+    noise, equal on every rank and worker and on resume."""
+    return torch.Generator().manual_seed(derived_seed(seed, epoch, step))
+
+
 def seed_global_rngs(seed: int) -> None:
     """Seed torch (CPU and every GPU), numpy and random, silently (seed_everything logs)."""
     torch.manual_seed(seed)

@@ -23,35 +23,12 @@ every count of the paper's masks with one graph.
 """
 
 import math
-from dataclasses import dataclass
 
 import torch
 
+from trainlab.networks.token_masks import Masks
 from trainlab.utils.errors import ConfigError
 from trainlab.utils.ranges import Bounds, Count
-from trainlab.utils.seeding import derived_seed
-
-
-@dataclass
-class Masks:
-    context: torch.Tensor  # (B, K) token indices, sorted, the same K for the whole batch
-    targets: torch.Tensor  # (B, M, T) token indices of each target block, row-major
-
-    def to(self, device: torch.device) -> "Masks":
-        """Both index tensors on ``device``. Drawn on the CPU, they reach a GPU through pinned
-        memory without blocking: a pageable host-to-device copy waits for every kernel queued
-        so far, a host sync per step."""
-        if torch.device(device).type != "cuda":
-            return Masks(self.context.to(device), self.targets.to(device))
-        return Masks(
-            self.context.pin_memory().to(device, non_blocking=True),
-            self.targets.pin_memory().to(device, non_blocking=True),
-        )
-
-
-def step_generator(seed: int, epoch: int, step: int) -> torch.Generator:
-    """A CPU generator whose stream depends only on (seed, epoch, step)."""
-    return torch.Generator().manual_seed(derived_seed(seed, epoch, step))
 
 
 class MultiBlockMaskGenerator:
