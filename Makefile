@@ -51,7 +51,7 @@ $(OLDEST_STAMP): pyproject.toml
 	$(LOCKED) $(OLDEST)/bin/python -m pip install --quiet -e ".[dev]"
 	touch $(OLDEST_STAMP)
 
-train: $(STAMP) ## run the default job: I-JEPA on the embedded digits (CPU, ~4 min)
+train: $(STAMP) ## run the default job: VICReg on the embedded digits (CPU, ~3 min)
 	$(PY) train.py $(ARGS)
 
 data: $(STAMP) ## fetch Fashion-MNIST into data/ as data=fashion_mnist does on first use (its data.fetch, or its hosts)

@@ -37,7 +37,7 @@ SCALE_TEXT = """One extractor's rating as the end-of-run table runs it for each 
 are and standardised, five weight decays of L-BFGS each, kNN), on synthetic features of 10
 classes; val and test a tenth of train. Each shape in a fresh process."""
 
-# The benchmark model: the default job's I-JEPA (ViT-Tiny/4, depth 4) at 32 px: 64 tokens.
+# The benchmark model: ijepa_digits' I-JEPA (ViT-Tiny/4, depth 4) at 32 px: 64 tokens.
 SHAPE = dict(img_size=32, patch_size=4, in_chans=1, size="vit_tiny", depth=4)
 BATCH = 64
 # The step table's repeats: 3 left bf16 rows 20 % apart between two runs an hour apart here.
@@ -89,7 +89,7 @@ Batch {mask_times["batch"]}, {mask_times["grid"]} grid, paper settings (4 target
 
 ## I-JEPA training step: the reference's way, trainlab's, and what speeds it up (benchmarks/step.py)
 
-The default job's model (ViT-Tiny/4 depth 4, predictor 2 x 96) at 32 px, batch {BATCH} gray
+ijepa_digits' model (ViT-Tiny/4 depth 4, predictor 2 x 96) at 32 px, batch {BATCH} gray
 images, the same batch and the same masks every step in every variant (so the same token
 counts), AdamW, schedules, online probe and EMA in all. The reference-style loop is a
 reimplementation of how the official I-JEPA code runs its step (softmax attention written

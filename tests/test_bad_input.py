@@ -65,7 +65,14 @@ def test_wrong_type(tmp_path, monkeypatch, capfd):
 
 
 def test_an_unknown_choice_of_a_model_is_named_with_its_options(tmp_path, monkeypatch, capfd):
-    code, err = run_train(tmp_path, monkeypatch, capfd, "run_name=bad", "model.target_norm=batch")
+    code, err = run_train(
+        tmp_path,
+        monkeypatch,
+        capfd,
+        "run_name=bad",
+        "experiment=ijepa_digits",
+        "model.target_norm=batch",
+    )
     assert code != 0
     assert_one_clear_line(err, "model.target_norm='batch'", "'layer', 'channel' or 'none'")
     assert not (tmp_path / "logs" / "train" / "runs" / "bad" / "checkpoints").exists()
@@ -417,7 +424,7 @@ UNBUILDABLE = [
         ["+model.encoder.pretrained=true"],
         ["model.encoder.pretrained is not an argument of ViTEncoder"],
     ),
-    (["+model.predictor.foo=1"], ["model.predictor.foo is not an argument of Predictor"]),
+    (["+model.expander.foo=1"], ["model.expander.foo is not an argument of Expander"]),
 ]
 # A part's cases (experiment=mae_digits) while the part is there (docs/fork.md).
 UNBUILDABLE = [
@@ -583,8 +590,12 @@ def test_a_run_config_that_is_a_fifo_is_one_line_for_eval_and_init_from(tmp_path
     torch.save({"state_dict": {}}, ckpt)
     os.mkfifo(tmp_path / "run" / "config.yaml")
     logs = tmp_path / "logs"
-    for entry, key in (("eval.py", "ckpt_path"), ("train.py", "model.init_from")):
-        done = run_cli(entry, f"{key}={ckpt}", f"paths.log_dir={logs}", timeout=120)
+    for entry, *args in (
+        ("eval.py", "ckpt_path"),
+        ("train.py", "experiment=linear_probe", "model.init_from"),
+    ):
+        *given, key = args
+        done = run_cli(entry, *given, f"{key}={ckpt}", f"paths.log_dir={logs}", timeout=120)
         assert done.returncode == 2, done.stderr[-2000:]
         assert_one_clear_line(done.stderr, "config.yaml is a FIFO", "regular file")
     assert not list(logs.glob("*/runs/*"))

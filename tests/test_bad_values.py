@@ -22,28 +22,28 @@ ROWS = [
     ("model.warmup_epochs=-1", "model.warmup_epochs"),
     ("model.weight_decay=[-0.1,0.4]", "model.weight_decay"),
     ("model.optimizer.weight_decay=-0.01", "model.optimizer.weight_decay"),
-    ("model.ema=[0.996,1.1]", "model.ema"),
-    ("model.ema=[1.0,0.996]", "backwards"),
-    ("model.schedule_scale=0.5", "model.schedule_scale"),
+    ("experiment=ijepa_digits model.ema=[0.996,1.1]", "model.ema"),
+    ("experiment=ijepa_digits model.ema=[1.0,0.996]", "backwards"),
+    ("experiment=ijepa_digits model.schedule_scale=0.5", "model.schedule_scale"),
     ("model.bank_size=0", "model.bank_size"),
-    ("model.knn_k=0", "model.knn_k"),
-    ("model.loss=huber", "model.loss"),
-    ("model.target_norm=batch", "model.target_norm"),
+    ("experiment=ijepa_digits model.knn_k=0", "model.knn_k"),
+    ("experiment=ijepa_digits model.loss=huber", "model.loss"),
+    ("experiment=ijepa_digits model.target_norm=batch", "model.target_norm"),
     ("experiment=linear_probe_in1k model.optimizer.momentum=1.5", "model.optimizer.momentum"),
     ("experiment=mae_digits model.mask_ratio=1.0", "model.mask_ratio"),
     # masks
-    ("model.masks.num_targets=0", "model.masks.num_targets"),
-    ("model.masks.num_targets=-2", "model.masks.num_targets"),
-    ("model.masks.min_keep=0", "model.masks.min_keep"),
-    ("model.masks.context_scale=[0.85,1.2]", "model.masks.context_scale"),
-    ("model.masks.target_scale=[0,0.2]", "model.masks.target_scale"),
-    ("model.masks.target_scale=[0.2,0.15]", "backwards"),
-    ("model.masks.target_aspect=[1.5,0.75]", "model.masks.target_aspect"),
-    ("model.masks.context_aspect=[0,1]", "model.masks.context_aspect"),
+    ("experiment=ijepa_digits model.masks.num_targets=0", "model.masks.num_targets"),
+    ("experiment=ijepa_digits model.masks.num_targets=-2", "model.masks.num_targets"),
+    ("experiment=ijepa_digits model.masks.min_keep=0", "model.masks.min_keep"),
+    ("experiment=ijepa_digits model.masks.context_scale=[0.85,1.2]", "model.masks.context_scale"),
+    ("experiment=ijepa_digits model.masks.target_scale=[0,0.2]", "model.masks.target_scale"),
+    ("experiment=ijepa_digits model.masks.target_scale=[0.2,0.15]", "backwards"),
+    ("experiment=ijepa_digits model.masks.target_aspect=[1.5,0.75]", "model.masks.target_aspect"),
+    ("experiment=ijepa_digits model.masks.context_aspect=[0,1]", "model.masks.context_aspect"),
     # the networks
     ("model.encoder.patch_size=0", "model.encoder.patch_size"),
     ("model.encoder.depth=0", "model.encoder.depth"),
-    ("model.predictor.depth=0", "model.predictor.depth"),
+    ("experiment=ijepa_digits model.predictor.depth=0", "model.predictor.depth"),
     ("model.encoder.drop_path_rate=1.5", "model.encoder.drop_path_rate"),
     ("data.image_size=18", "not a multiple"),
     ("experiment=vicreg_digits_resnet data.image_size=16", "below the stride of resnet18"),
@@ -93,8 +93,11 @@ ROWS = [
     ("resume=true resume_from=nowhere.ckpt", "pass one of them"),
     ("model.init_from=/nonexistent/weights.pth.tar", "/nonexistent/weights.pth.tar"),
     # found by preflight alone (checks/preflight.py): the model built, one real batch through it
-    ("data.views=[{{}},{{}}]", "the first training batch"),  # braces escaped: ROWS are formatted
-    ("model.predictor.num_heads=5", "divisible by num_heads"),
+    (
+        "data.views=[{{}}]",
+        "the first training batch",
+    ),  # one view for VICReg; braces escaped: ROWS are formatted
+    ("experiment=ijepa_digits model.predictor.num_heads=5", "divisible by num_heads"),
     (
         "model.encoder.size=vit_enormous",
         "model.encoder.size='vit_enormous' is not valid: input should be 'vit_tiny'",
@@ -115,14 +118,17 @@ ROWS = [
     ("trainer.max_epochs=2.5", "trainer.max_epochs"),  # by the Trainer's signature
     ("model.optimizer.lr=inf", "model.optimizer.lr takes a finite number"),
     ("model.optimizer.lr=nan", "model.optimizer.lr takes a finite number"),
-    ("model.var_cov=abc", "model.var_cov='abc' is not valid: input should be a valid number"),
+    (
+        "experiment=ijepa_digits model.var_cov=abc",
+        "model.var_cov='abc' is not valid: input should be a valid number",
+    ),
     # ranges declared in the constructors' signatures (trainlab.utils.ranges), via pydantic
-    ("model.var_cov=-1", "model.var_cov=-1 is not valid"),
-    ("model.sigreg=-1", "model.sigreg=-1 is not valid"),
+    ("experiment=ijepa_digits model.var_cov=-1", "model.var_cov=-1 is not valid"),
+    ("experiment=ijepa_digits model.sigreg=-1", "model.sigreg=-1 is not valid"),
     ("experiment=vicreg_digits model.invariance=-1", "model.invariance=-1 is not valid"),
     ("experiment=vae_digits model.beta=-1", "model.beta=-1 is not valid"),
     ("experiment=vae_digits model.free_bits=-1", "model.free_bits=-1 is not valid"),
-    ("model.target_layers=0", "model.target_layers=0 is not valid"),
+    ("experiment=ijepa_digits model.target_layers=0", "model.target_layers=0 is not valid"),
     ("experiment=digits_classifier model.layer_decay=0", "model.layer_decay=0 is not valid"),
     ("model.final_lr=inf", "model.final_lr=inf is not valid"),
     # one learning-rate key: the old schedule key names the three that replace it
@@ -131,7 +137,10 @@ ROWS = [
         "model.lr is not a key of model; the peak learning rate is model.optimizer.lr",
     ),
     ("data.in_chans=0", "data.in_chans=0 is not valid"),
-    ("model.predictor.pred_dim=0", "model.predictor.pred_dim=0 is not valid"),
+    (
+        "experiment=ijepa_digits model.predictor.pred_dim=0",
+        "model.predictor.pred_dim=0 is not valid",
+    ),
     ("data.test_fraction=0", "data.test_fraction=0 is not valid"),
     ("data.test_fraction=1.5", "data.test_fraction=1.5 is not valid"),
     # rules across keys, and keys of classes trainlab does not own
@@ -153,7 +162,10 @@ ROWS = [
     ("experiment=vicreg_digits data.views=[{{size:10}},{{size:10}}]", "the first training batch"),
     ("experiment=vicreg_digits data.views=[{{size:0}},{{size:0}}]", "item [0][size]"),
     # what the first batch used to find, now refused with the config, naming the key
-    ("model.target_layers=9", "model.target_layers=9 is more than the encoder's 4 blocks"),
+    (
+        "experiment=ijepa_digits model.target_layers=9",
+        "model.target_layers=9 is more than the encoder's 4 blocks",
+    ),
     ("experiment=vicreg_digits data.views=[{{hflip:2.0}},{{hflip:2.0}}]", "item [0][hflip]"),
     ("experiment=vicreg_digits data.views=[{{flip:0.5}},{{}}]", "extra inputs are not permitted"),
     ("data=synthetic data.train_size=1", "(data.train_size)"),

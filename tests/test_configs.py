@@ -7,6 +7,7 @@ import hydra
 import pytest
 import torch
 from conftest import CONFIGS, EXPERIMENTS, ROOT, make_image_folder
+from omegaconf import OmegaConf
 
 from trainlab.checks.config import check_config
 
@@ -15,10 +16,14 @@ def test_there_are_experiments():
     assert {"digits_classifier", "ijepa_digits", "ijepa_cifar10", "ijepa"} <= set(EXPERIMENTS)
 
 
-def test_default_job_is_ijepa_on_digits(cfg_factory):
+def test_default_job_is_vicreg_on_digits_and_its_experiment_by_name(cfg_factory):
+    """`python train.py` is experiment=vicreg_digits, its two views brought by model/vicreg.yaml."""
     cfg = cfg_factory()
-    assert cfg.model._target_.endswith("IJEPA") and cfg.data._target_.endswith("DigitsDataModule")
+    assert cfg.model._target_.endswith("VICReg") and cfg.data._target_.endswith("DigitsDataModule")
     assert cfg.trainer.accelerator == "auto" and cfg.optimized_metric == "val/probe_acc"
+    assert len(cfg.data.views) == 2
+    untagged = lambda c: {k: v for k, v in OmegaConf.to_container(c).items() if k != "tags"}  # noqa: E731
+    assert untagged(cfg) == untagged(cfg_factory("experiment=vicreg_digits"))
 
 
 def test_ijepa_experiment_is_the_paper_recipe(cfg_factory):
@@ -88,7 +93,10 @@ def test_every_option_of_a_group_composes(cfg_factory, tmp_path, group):
         ),
         (["data.batch_size=-1"], r"data.batch_size=-1 is not valid: input should be greater"),
         (["data.global_batch_size=0"], r"data.global_batch_size=0 is not valid: input should"),
-        (["model.schedule_scale=0.5"], r"model.schedule_scale=0.5 would end the schedules"),
+        (
+            ["experiment=ijepa_digits", "model.schedule_scale=0.5"],
+            r"model.schedule_scale=0.5 would end the schedules",
+        ),
     ],
 )
 def test_values_that_cannot_work_are_refused_naming_the_key(cfg_factory, overrides, message):

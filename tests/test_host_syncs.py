@@ -24,6 +24,7 @@ READS = {
 CPU_SITES = {
     "networks/multiblock_masks.py": "masks are drawn on the CPU, then copied without blocking",
     "utils/seeding.py": "per-sample seeds, in the loader",
+    "data/transforms.py": "each view's random crop, in the loader",
     "data/sampler.py": "the sampler's order, in the loader",
     "callbacks/non_finite.py": "its L2 shortcut reads only CPU gradients; CUDA's path reads none",
 }

@@ -9,7 +9,7 @@ import hydra
 import lightning as L
 import pytest
 import torch
-from conftest import compose_cfg, logged_series
+from conftest import FAST, compose_cfg, logged_series
 
 from trainlab.model.ijepa import IJEPA
 from trainlab.optim.schedules import cosine, linear, warmup_cosine
@@ -381,6 +381,19 @@ def test_run_summary_rates_leave_out_the_first_interval(monkeypatch):
     assert summary["train_samples_per_s"] == 64.0 and summary["train_tokens_per_s"] == 100.0
 
 
+def test_an_ijepa_run_reports_its_tokens_and_mfu(tmp_path, capsys):
+    """I-JEPA counts its tokens and FLOPs (count_work): a run's summary has its throughput
+    and, with a peak given, its MFU; every logged interval counts tokens."""
+    train(compose_cfg(tmp_path, ["experiment=ijepa_digits", *FAST, "trainer.log_every_n_steps=1",
+                                 "peak_tflops=0.5", "test=false"]))  # fmt: skip
+    run = json.loads((tmp_path / "run" / "metrics.json").read_text())["run"]
+    assert run["train_tokens_per_s"] > run["train_samples_per_s"] > 0
+    assert 0 < run["train_mfu"] == pytest.approx(run["train_tflops_per_s"] / 0.5, rel=0.01)
+    assert "train tokens/s" in capsys.readouterr().out
+    logged = logged_series(tmp_path / "run", "train/tokens_per_s")
+    assert logged and all(v > 0 for v in logged)
+
+
 def test_peak_tflops_is_dense_and_finds_the_h200(monkeypatch):
     """Lightning's table lacks "NVIDIA H200" (it names form factors) and lists its sparse
     peak; an H100 SXM it knows, at its dense peak."""
@@ -392,7 +405,7 @@ def test_peak_tflops_is_dense_and_finds_the_h200(monkeypatch):
         assert run_stats.peak_tflops(device, torch.bfloat16) == pytest.approx(peak)
 
 
-TRACES = Path(__file__).parent / "fixtures" / "default_job_trace"  # one file per torch
+TRACES = Path(__file__).parent / "fixtures" / "ijepa_digits_trace"  # one file per torch
 TRACE_KEYS = ("train/loss_step", "val/loss", "val/probe_acc", "val/knn_acc", "val/rankme")
 MONITOR_TOLERANCES = {
     "val/rankme": {"rel": 1e-5},
@@ -401,8 +414,8 @@ MONITOR_TOLERANCES = {
 }
 
 
-def test_default_job_trace_is_bitwise_unchanged(tmp_path):
-    """The default job's per-step losses exactly (and its online monitors within tolerances)
+def test_ijepa_digits_trace_is_bitwise_unchanged(tmp_path):
+    """experiment=ijepa_digits' per-step losses exactly (and its online monitors within tolerances)
     as recorded: refactors must not change I-JEPA's numbers. An
     intended change re-records with TRAINLAB_RECORD_TRACE=1 (and says why in its commit).
     Bits depend on the machine: the thread count changes the order of float sums (the test
@@ -418,7 +431,7 @@ def test_default_job_trace_is_bitwise_unchanged(tmp_path):
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        trace = {"recorded_on": here, **default_job_trace(tmp_path)}
+        trace = {"recorded_on": here, **ijepa_digits_trace(tmp_path)}
     finally:
         torch.set_num_threads(threads)
     if record:
@@ -433,10 +446,11 @@ def test_default_job_trace_is_bitwise_unchanged(tmp_path):
     assert trace == recorded
 
 
-def default_job_trace(tmp_path) -> dict[str, list[str]]:
+def ijepa_digits_trace(tmp_path) -> dict[str, list[str]]:
     cfg = compose_cfg(
         tmp_path,
         [
+            "experiment=ijepa_digits",
             "trainer.max_epochs=2",
             "trainer.limit_train_batches=4",
             "trainer.limit_val_batches=2",

@@ -20,6 +20,6 @@ def test_overlay_colours_each_block_and_leaves_the_rest():
 
 
 def test_an_ijepa_run_keeps_its_mask_picture(tmp_path):
-    train(compose_cfg(tmp_path, [*FAST, "model.encoder.depth=2"]))
+    train(compose_cfg(tmp_path, [*FAST, "experiment=ijepa_digits", "model.encoder.depth=2"]))
     picture = Image.open(tmp_path / "run" / "pictures" / "masks.png")
     assert picture.mode == "RGB" and min(picture.size) > 32

@@ -152,14 +152,14 @@ def test_patch_embed_flops_formula_matches_torch_flop_counter():
 
 
 def test_the_model_summary_counts_the_evaluation_forward_flops(cfg_factory):
-    """Lightning's summary runs the default job's example image through I-JEPA's forward (the
+    """Lightning's summary runs ijepa_digits' example image through I-JEPA's forward (the
     target encoder): its FLOPs are the blocks' formula plus the patch embedding, exactly."""
     from hydra.utils import instantiate
     from lightning.pytorch.utilities.model_summary import ModelSummary
 
     from trainlab.networks.flops import blocks_flops, patch_embed_flops
 
-    model = instantiate(cfg_factory().model)
+    model = instantiate(cfg_factory("experiment=ijepa_digits").model)
     encoder = model.target_encoder
     tokens = encoder.num_patches
     patch_embedding = tokens * patch_embed_flops(encoder.patch_embed)

@@ -339,9 +339,9 @@ def test_an_error_in_training_saves_an_on_exception_checkpoint(
     collective: rank 1 wrote on_exception.rank1.ckpt after rank 0's SIGKILL)."""
     import torch.distributed as dist
 
-    from trainlab.model.ijepa import IJEPA
+    from trainlab.model.vicreg import VICReg
 
-    real_step = IJEPA.training_step
+    real_step = VICReg.training_step
 
     def failing(self, batch, batch_idx):
         if self.global_step == at_step:
@@ -350,7 +350,7 @@ def test_an_error_in_training_saves_an_on_exception_checkpoint(
             raise RuntimeError(error)
         return real_step(self, batch, batch_idx)
 
-    monkeypatch.setattr(IJEPA, "training_step", failing)
+    monkeypatch.setattr(VICReg, "training_step", failing)
     argv = [*FAST, "run_name=boom", "model.encoder.depth=1"]
     assert train_in_process(monkeypatch, tmp_path, *argv) == 1
     assert error.split(" ")[0] in capfd.readouterr().err

@@ -52,7 +52,7 @@ class IJEPA(SelfSupervised):
         **base,
     ):
         # Built before the base's online probe: the order of random initialisations is part
-        # of the default job's recorded numbers (tests/fixtures/default_job_trace/).
+        # of ijepa_digits' recorded numbers (tests/fixtures/ijepa_digits_trace/).
         require_tokens(encoder, "I-JEPA")
         predictor = predictor(grid=encoder.grid, embed_dim=encoder.embed_dim)
         super().__init__(encoder, ema=ema, **base)
