@@ -18,7 +18,7 @@ Parts (--parts picks, in order; each is written to the file as soon as it ends):
 - fsdp: (d) FSDP2 on one rank, 20 steps;
 - gloo_powersgd: (e) 2 processes on one GPU over gloo with the PowerSGD hook, and
   SyncBatchNorm's running statistics on both ranks against one BatchNorm on the whole batch;
-- steps: benchmarks/README.md's I-JEPA step table on the GPU (not in gpu_check.sh: its minutes).
+- steps: benchmarks/ijepa.md's I-JEPA step table on the GPU (not in gpu_check.sh: its minutes).
 
 `--quick` runs them at toy sizes on whatever device there is, to check that they run."""
 
@@ -103,7 +103,7 @@ def step_table(quick: bool, device: str, compiled: bool) -> str:
     )
     return f"""## I-JEPA training step on the GPU (benchmarks/step.py)
 
-benchmarks/README.md's step table on the GPU: the same batch and masks every step in every
+benchmarks/ijepa.md's step table on the GPU: the same batch and masks every step in every
 variant, ViT-H/14 at 224 px, batch 128, predictor 12 x 384, 4 targets, the paper's masks
 (experiment=ijepa's settings),
 medians of {REPEATS} repeats of {STEPS} timed steps after {WARMUP} of warm-up, the GPU

@@ -24,7 +24,7 @@ ROWS = [
     ("model.optimizer.weight_decay=-0.01", "model.optimizer.weight_decay"),
     ("experiment=ijepa_digits model.ema=[0.996,1.1]", "model.ema"),
     ("experiment=ijepa_digits model.ema=[1.0,0.996]", "backwards"),
-    ("experiment=ijepa_digits model.schedule_scale=0.5", "model.schedule_scale"),
+    ("+model.schedule_scale=0.5", "model.schedule_scale"),
     ("model.bank_size=0", "model.bank_size"),
     ("experiment=ijepa_digits model.knn_k=0", "model.knn_k"),
     ("experiment=ijepa_digits model.loss=huber", "model.loss"),
@@ -89,9 +89,15 @@ ROWS = [
     ("resume_from=nowhere.ckpt", "resume_from=nowhere.ckpt"),
     ("resume_from=/tmp", "is a directory"),
     ("resume_from={root}/fifo.ckpt", "fifo.ckpt is a FIFO"),  # a FIFO read would block
-    ("model.init_from={root}/fifo.ckpt", "is a FIFO, a socket or a device, not a file"),
+    (
+        "experiment=linear_probe model.init_from={root}/fifo.ckpt",
+        "is a FIFO, a socket or a device, not a file",
+    ),
     ("resume=true resume_from=nowhere.ckpt", "pass one of them"),
-    ("model.init_from=/nonexistent/weights.pth.tar", "/nonexistent/weights.pth.tar"),
+    (
+        "experiment=linear_probe model.init_from=/nonexistent/weights.pth.tar",
+        "/nonexistent/weights.pth.tar",
+    ),
     # found by preflight alone (checks/preflight.py): the model built, one real batch through it
     (
         "data.views=[{{}}]",
@@ -152,7 +158,7 @@ ROWS = [
         "VICReg reads 2 views an image, not 3",
     ),
     # the optimizer, the callbacks and the Trainer built in preflight: their own checks
-    ("model.optimizer.betas=[0.9,1.5]", "model.optimizer cannot be built"),
+    ("+model.optimizer.betas=[0.9,1.5]", "model.optimizer cannot be built"),
     ("trainer.devices=0", "trainer cannot be built"),
     ("trainer.num_nodes=0", "trainer cannot be built"),
     ("callbacks.model_checkpoint.save_top_k=-2", "callbacks.model_checkpoint cannot be built"),

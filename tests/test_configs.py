@@ -13,7 +13,9 @@ from trainlab.checks.config import check_config
 
 
 def test_there_are_experiments():
-    assert {"digits_classifier", "ijepa_digits", "ijepa_cifar10", "ijepa"} <= set(EXPERIMENTS)
+    assert {"digits_classifier", "vicreg_digits", "vicreg_mnist", "linear_probe"} <= set(
+        EXPERIMENTS
+    )
 
 
 def test_default_job_is_vicreg_on_digits_and_its_experiment_by_name(cfg_factory):
@@ -24,19 +26,6 @@ def test_default_job_is_vicreg_on_digits_and_its_experiment_by_name(cfg_factory)
     assert len(cfg.data.views) == 2
     untagged = lambda c: {k: v for k, v in OmegaConf.to_container(c).items() if k != "tags"}  # noqa: E731
     assert untagged(cfg) == untagged(cfg_factory("experiment=vicreg_digits"))
-
-
-def test_ijepa_experiment_is_the_paper_recipe(cfg_factory):
-    cfg = cfg_factory("experiment=ijepa")
-    enc, pred, m = cfg.model.encoder, cfg.model.predictor, cfg.model
-    assert (enc.size, enc.patch_size, cfg.data.image_size) == ("vit_huge", 14, 224)
-    assert (pred.depth, pred.pred_dim, pred.num_heads) == (12, 384, 16)  # the encoder's heads
-    assert cfg.data.global_batch_size == 2048 and cfg.trainer.precision == "bf16-mixed"
-    assert cfg.trainer.max_epochs == 300 and m.warmup_epochs == 40
-    assert (m.start_lr, m.optimizer.lr, m.final_lr) == (2e-4, 1e-3, 1e-6)
-    assert list(m.ema) == [0.996, 1.0]
-    assert list(m.weight_decay) == [0.04, 0.4] and list(cfg.data.crop_scale) == [0.3, 1.0]
-    assert list(m.masks.target_scale) == [0.15, 0.2] and m.masks.num_targets == 4
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
@@ -93,10 +82,7 @@ def test_every_option_of_a_group_composes(cfg_factory, tmp_path, group):
         ),
         (["data.batch_size=-1"], r"data.batch_size=-1 is not valid: input should be greater"),
         (["data.global_batch_size=0"], r"data.global_batch_size=0 is not valid: input should"),
-        (
-            ["experiment=ijepa_digits", "model.schedule_scale=0.5"],
-            r"model.schedule_scale=0.5 would end the schedules",
-        ),
+        (["+model.schedule_scale=0.5"], r"model.schedule_scale=0.5 would end the schedules"),
     ],
 )
 def test_values_that_cannot_work_are_refused_naming_the_key(cfg_factory, overrides, message):
@@ -126,13 +112,13 @@ def test_num_classes_is_counted_from_the_folder_or_its_classes_json(cfg_factory,
     assert cfg_factory("data=imagefolder", f"data.root={tmp_path / 'imgs'}").data.num_classes == 4
 
 
-def test_ijepa_mnist_runs_bf16_only_on_a_cpu_with_bf16_instructions(cfg_factory, monkeypatch):
+def test_vicreg_mnist_runs_bf16_only_on_a_cpu_with_bf16_instructions(cfg_factory, monkeypatch):
     import trainlab.trainer.cpu_precision as cpu_precision
 
     def precision(flags, cuda, *overrides):
         monkeypatch.setattr(cpu_precision, "cpu_flags", lambda: flags)
         monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
-        return cfg_factory("experiment=ijepa_mnist", *overrides).trainer.precision
+        return cfg_factory("experiment=vicreg_mnist", *overrides).trainer.precision
 
     bf16, plain = {"avx512f", "avx512_bf16"}, {"avx2", "avx512f"}
     assert precision(bf16, False) == "bf16-mixed"
@@ -147,19 +133,14 @@ def test_ijepa_mnist_runs_bf16_only_on_a_cpu_with_bf16_instructions(cfg_factory,
 def test_experiment_changes_to_a_group_chosen_on_the_command_line_are_named():
     from trainlab.run.overrides import experiment_changes
 
-    (line,) = experiment_changes(
-        CONFIGS, {"experiment": "ijepa_mnist", "data": "digits"}, ["data=digits", "seed=1"]
-    )
-    assert "data.image_size=28" in line and "data.crop_scale=None" in line
+    job = {"experiment": "digits_classifier", "data": "mnist5k"}
+    (line,) = experiment_changes(CONFIGS, job, ["data=mnist5k", "seed=1"])
+    assert "data.image_size=32" in line and "data.crop_scale=None" in line
     # keys the command line sets itself are its own, not the experiment's change
-    (line,) = experiment_changes(
-        CONFIGS,
-        {"experiment": "ijepa_mnist", "data": "digits"},
-        ["data=digits", "data.image_size=16"],
-    )
+    (line,) = experiment_changes(CONFIGS, job, ["data=mnist5k", "data.image_size=16"])
     assert "data.image_size" not in line and "data.crop_scale=None" in line
-    given = ["data=digits", "data.image_size=16", "data.batch_size=8", "data.crop_scale=null"]
-    assert experiment_changes(CONFIGS, {"experiment": "ijepa_mnist", "data": "digits"}, given) == []
+    given = ["data=mnist5k", "data.image_size=16", "data.batch_size=8", "data.crop_scale=null"]
+    assert experiment_changes(CONFIGS, job, given) == []
     # finetune extends linear_probe: the values it inherits count too
     (line,) = experiment_changes(
         CONFIGS, {"experiment": "finetune", "model": "classifier"}, ["model=classifier"]
@@ -167,7 +148,8 @@ def test_experiment_changes_to_a_group_chosen_on_the_command_line_are_named():
     assert "model.layer_decay=0.75" in line and "model.net.freeze_encoder=False" in line
     given = ["model=classifier"]
     assert experiment_changes(CONFIGS, {"experiment": None, "model": "classifier"}, given) == []
-    assert experiment_changes(CONFIGS, {"experiment": "ijepa_mnist"}, ["data.image_size=32"]) == []
+    given = ["data.image_size=32"]
+    assert experiment_changes(CONFIGS, {"experiment": "digits_classifier"}, given) == []
 
 
 # Config folders with no package of their own: they configure a library (Lightning's

@@ -14,6 +14,7 @@ from conftest import CONFIGS, ROOT
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from test_parts import parts
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
@@ -74,6 +75,14 @@ def test_every_relative_link_lands_on_a_file(page):
         assert (page.parent / target).exists(), f"{page.name} links {target}, which is not there"
 
 
+def of_a_removed_part(overrides: list[str]) -> bool:
+    """A command that chooses a config a part's line in docs/fork.md has removed (a fork
+    without I-JEPA keeps the README's `experiment=ijepa` line until it edits the page)."""
+    removed = {p for paths in parts().values() for p in paths if not (ROOT / p).exists()}
+    chosen = (o.lstrip("+~").split("=", 1) for o in overrides if "=" in o)
+    return any(f"configs/{group}/{name}.yaml" in removed for group, name in chosen)
+
+
 def test_every_command_in_the_readme_and_docs_composes():
     seen, failed = set(), []
     GlobalHydra.instance().clear()
@@ -84,6 +93,8 @@ def test_every_command_in_the_readme_and_docs_composes():
                     continue
                 seen.add((entry, tuple(overrides)))
                 shown = f"{page.name}: python {entry}.py {' '.join(overrides)}"
+                if of_a_removed_part(overrides):
+                    continue
                 refused = SHOWN_REFUSED.get((entry, tuple(overrides)))
                 try:
                     compose(entry, first_of_sweeps(overrides), return_hydra_config=True)

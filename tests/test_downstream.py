@@ -121,30 +121,11 @@ def test_low_shot_subset_is_class_balanced_reproducible_and_at_least_one_batch(c
         dm.train_dataloader()
 
 
-def test_probe_loads_the_chosen_encoder_of_a_pretraining_checkpoint(tmp_path):
-    cfg = compose_cfg(tmp_path, ["experiment=ijepa_digits"])
-    ijepa = instantiate(cfg.model)
-    with torch.no_grad():
-        for p in ijepa.target_encoder.parameters():
-            p.add_(1.0)  # make the two encoders differ
-    path = tmp_path / "pretrained.ckpt"
-    torch.save({"state_dict": ijepa.state_dict()}, path)
-    probe_cfg = compose_cfg(tmp_path, ["experiment=linear_probe", f"model.init_from={path}"])
-    probe = instantiate(probe_cfg.model)
-    for name in ("target_encoder", "encoder"):
-        net = instantiate(probe_cfg.model.net, init_part=name)
-        net.load_weights(str(path))
-        expected = getattr(ijepa, name).state_dict()
-        assert all(torch.equal(v, expected[k]) for k, v in net.encoder.state_dict().items())
-    target = ijepa.target_encoder.state_dict()
-    assert all(torch.equal(v, target[k]) for k, v in probe.net.encoder.state_dict().items())
-
-
 # Under DDP the probe's val/acc equals the whole validation set's: test_distributed.py.
 
 
 def test_probe_takes_the_encoder_shape_from_the_checkpoints_run(tmp_path):
-    """experiment=linear_probe on an ijepa_mnist checkpoint: patch 7 at 28 px, not the
+    """experiment=linear_probe on a vicreg_mnist checkpoint: patch 7 at 28 px, not the
     experiment's patch 4 at 16 px; what the command line gives still wins."""
     from omegaconf import OmegaConf
 
@@ -152,7 +133,7 @@ def test_probe_takes_the_encoder_shape_from_the_checkpoints_run(tmp_path):
 
     run = tmp_path / "pretrain"
     (run / "checkpoints").mkdir(parents=True)
-    OmegaConf.save(compose_cfg(tmp_path / "p", ["experiment=ijepa_mnist"]), run / "config.yaml")
+    OmegaConf.save(compose_cfg(tmp_path / "p", ["experiment=vicreg_mnist"]), run / "config.yaml")
     ckpt = run / "checkpoints" / "last.ckpt"
     given = ["model.net.encoder.depth=3"]
     cfg = compose_cfg(
@@ -166,31 +147,6 @@ def test_probe_takes_the_encoder_shape_from_the_checkpoints_run(tmp_path):
     cfg = compose_cfg(tmp_path / "probe2", ["experiment=linear_probe", "model.init_from=/x.pth"])
     adopt_checkpoint_shape(cfg, [])
     assert cfg.model.net.encoder.patch_size == 4
-
-
-def test_ijepa_from_a_runs_checkpoint_takes_its_predictor_heads_and_encoder(tmp_path):
-    """The head count changes no weight's shape: I-JEPA continued from a trainlab run takes
-    the run's predictor heads (and encoder shape), or it would load the weights silently
-    into another function; what the command line gives still wins."""
-    from omegaconf import OmegaConf
-
-    from trainlab.run.checkpoint_config import adopt_checkpoint_shape
-
-    run = tmp_path / "pretrain"
-    (run / "checkpoints").mkdir(parents=True)
-    source = ["experiment=ijepa_digits", "model.predictor.num_heads=2", "model.encoder.depth=3"]
-    OmegaConf.save(compose_cfg(tmp_path / "p", source), run / "config.yaml")
-    ckpt = run / "checkpoints" / "last.ckpt"
-    cfg = compose_cfg(tmp_path / "again", ["experiment=ijepa_digits", f"model.init_from={ckpt}"])
-    assert cfg.model.predictor.num_heads == 4
-    adopt_checkpoint_shape(cfg, [])
-    assert (cfg.model.predictor.num_heads, cfg.model.encoder.depth) == (2, 3)
-    given = ["model.predictor.num_heads=1"]
-    cfg = compose_cfg(
-        tmp_path / "given", ["experiment=ijepa_digits", f"model.init_from={ckpt}", *given]
-    )
-    adopt_checkpoint_shape(cfg, given)
-    assert (cfg.model.predictor.num_heads, cfg.model.encoder.depth) == (1, 3)
 
 
 def test_probe_of_a_checkpoint_without_target_encoder_loads_its_encoder(tmp_path, caplog):

@@ -5,7 +5,7 @@ import json
 
 import pytest
 import torch
-from conftest import compose_cfg, make_image_folder, run_cli
+from conftest import make_image_folder, run_cli
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
@@ -91,8 +91,8 @@ def test_the_grid_chooses_on_val_and_never_looks_at_test_labels():
 
 
 @pytest.fixture(scope="module")
-def digits_ijepa_ckpt(tmp_path_factory):
-    """A tiny I-JEPA checkpoint with a run dir, as train.py leaves it (2 training batches)."""
+def digits_ckpt(tmp_path_factory):
+    """A tiny checkpoint of the default job with a run dir, as train.py leaves it (2 batches)."""
     tmp = tmp_path_factory.mktemp("pretrain")
     result = run_cli(
         "train.py",
@@ -254,13 +254,11 @@ def test_the_grid_rates_224px_rgb_pixels_without_a_dimension_squared():
 
 @pytest.mark.slow  # a pre-training and two eval.py runs, 50 s: make test-slow (CI runs it);
 # make test rates features at the end of the default job (test_train.py)
-def test_eval_features_rates_a_trainlab_checkpoint_against_its_baselines(
-    digits_ijepa_ckpt, tmp_path
-):
+def test_eval_features_rates_a_trainlab_checkpoint_against_its_baselines(digits_ckpt, tmp_path):
     result = run_cli(
         "eval.py",
         "mode=features",
-        f"ckpt_path={digits_ijepa_ckpt}",
+        f"ckpt_path={digits_ckpt}",
         f"paths.log_dir={tmp_path}",
         "run_name=e",
         "extras.print_config=false",
@@ -278,7 +276,7 @@ def test_eval_features_rates_a_trainlab_checkpoint_against_its_baselines(
     result = run_cli(
         "eval.py",
         "mode=features",
-        f"ckpt_path={digits_ijepa_ckpt}",
+        f"ckpt_path={digits_ckpt}",
         "data=imagefolder",
         f"data.root={root}",
         "data.num_classes=2",
@@ -298,47 +296,19 @@ def test_eval_features_rates_a_trainlab_checkpoint_against_its_baselines(
     assert metrics["features/linear_acc"] == 1.0  # two classes of flat gray levels 40 apart
 
 
-@pytest.mark.slow  # 20 s: make test-slow (CI runs it after make test)
-def test_eval_features_rates_an_official_format_checkpoint(tmp_path):
-    cfg = compose_cfg(tmp_path, ["experiment=ijepa_digits"])
-    encoder = instantiate(cfg.model.encoder)
-    path = tmp_path / "official.pth.tar"
-    state = {f"module.{k}": v for k, v in encoder.state_dict().items()}
-    torch.save({"encoder": state, "target_encoder": state, "epoch": 1}, path)
-    result = run_cli(
-        "eval.py",
-        "mode=features",
-        f"ckpt_path={path}",
-        "data=digits",
-        "data.image_size=16",
-        "model=ijepa",
-        "model.encoder.size=vit_tiny",
-        "model.encoder.patch_size=4",
-        "model.encoder.depth=4",
-        "features.baselines=false",
-        f"paths.log_dir={tmp_path}",
-        "run_name=e",
-        "extras.print_config=false",
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    metrics = json.loads((tmp_path / "eval" / "runs" / "e" / "metrics.json").read_text())["metrics"]
-    assert sorted(metrics) == ["features/knn_acc", "features/linear_acc"]
-    assert metrics["features/linear_acc"] > 0.3  # a random ViT on digits is well above chance
-
-
 def test_a_run_dir_naming_a_class_trainlab_no_longer_has_is_refused_in_one_line(tmp_path):
     """Class paths are not translated: a run dir written by another layout names a class this
     package lacks, and opening it is a ConfigError naming the key, before anything is built."""
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "config.yaml").write_text(
-        "model:\n  _target_: trainlab.model.ijepa.IJEPA\n  encoder:\n"
+        "model:\n  _target_: trainlab.model.vicreg.VICReg\n  encoder:\n"
         "    _target_: trainlab.models.vit.ViTEncoder\n    img_size: 16\n"
     )
     with pytest.raises(ConfigError, match="model.encoder._target_") as refused:
         run_config_of(tmp_path / "checkpoints" / "last.ckpt")
     assert "\n" not in str(refused.value)
     (tmp_path / "config.yaml").write_text(
-        "model:\n  _target_: trainlab.model.ijepa.IJEPA\n  encoder:\n"
+        "model:\n  _target_: trainlab.model.vicreg.VICReg\n  encoder:\n"
         "    _target_: trainlab.networks.vit.ViTEncoder\n    img_size: 16\n    in_chans: 1\n"
         "    patch_size: 4\n    size: vit_tiny\n    depth: 1\n"
     )

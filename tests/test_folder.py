@@ -245,25 +245,6 @@ def test_a_run_on_unlabelled_photos_is_judged_by_rankme_and_rated_on_a_labelled_
     assert "frozen features of last.ckpt (imagefolder;" in rated.stdout
 
 
-def test_a_masked_method_trains_on_gray_photos_and_ends_without_a_table(
-    tmp_path, monkeypatch, capfd
-):
-    """I-JEPA's masks on 1-channel photos, their mean measured: trained, judged by RankMe,
-    and with no labelled set the run ends with one line instead of the table."""
-    root = photos(tmp_path / "photos", n=40)
-    code, err = run_train(
-        tmp_path, monkeypatch, capfd, "experiment=ijepa_digits", "data=folder",
-        f"data.root={root}", "data.num_workers=0", "data.batch_size=8", "data.in_chans=1",
-        "data.image_size=16", "data.std=[0.25]", "run_name=gray", "features.enabled=true",
-    )  # fmt: skip
-    assert code == 0, err[-3000:]
-    run_dir = tmp_path / "logs" / "train" / "runs" / "gray"
-    metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
-    assert "val/rankme" in metrics and not any(k.startswith("features/") for k in metrics)
-    said = "frozen features not rated: data=folder has no labels and features.data names no"
-    assert said in (run_dir / "train.log").read_text()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("experiment", FOLDER_EXPERIMENTS)
 def test_two_ranks_rate_on_the_labelled_folder_as_one_process(tmp_path, experiment):

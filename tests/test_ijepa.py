@@ -1,4 +1,6 @@
-"""The I-JEPA module: EMA once per optimizer step, schedules, what gets gradients and decay."""
+"""The I-JEPA part's tests (docs/parts/ijepa.md): the module (EMA once per optimizer step,
+schedules, what gets gradients and decay), its loss against the official formula, its recorded
+trace, its configs and refusals, its checkpoints downstream, its tokens and MFU."""
 
 import copy
 import json
@@ -9,9 +11,14 @@ import hydra
 import lightning as L
 import pytest
 import torch
-from conftest import FAST, compose_cfg, logged_series
+import torch.nn.functional as F
+from conftest import FAST, assert_one_clear_line, compose_cfg, logged_series, run_cli, run_train
+from test_folder import photos
 
+from trainlab.eval import evaluate
+from trainlab.losses.feature_regression import FeatureRegressionLoss
 from trainlab.model.ijepa import IJEPA
+from trainlab.networks.weights import network_parts, read_state
 from trainlab.optim.schedules import cosine, linear, warmup_cosine
 from trainlab.run.training import train
 from trainlab.utils import lightning_internals, torch_internals
@@ -30,6 +37,31 @@ def tiny_ijepa(tmp_path, *overrides):
         ],
     )
     return hydra.utils.instantiate(cfg.model), hydra.utils.instantiate(cfg.data)
+
+
+@pytest.mark.parametrize("distance", ["smooth_l1", "l1", "l2"])
+def test_feature_regression_is_its_distance_in_float32(distance):
+    pred, target = torch.randn(4, 6, 8).bfloat16(), torch.randn(4, 6, 8).bfloat16()
+    loss = FeatureRegressionLoss(distance)(pred, target)
+    fn = {"smooth_l1": F.smooth_l1_loss, "l1": F.l1_loss, "l2": F.mse_loss}[distance]
+    assert loss.dtype == torch.float32
+    assert loss == fn(pred.float(), target.float())
+    assert FeatureRegressionLoss(distance)(pred, pred) == 0
+
+
+def test_feature_regression_is_ijepas_smooth_l1_on_hand_checked_values_and_gradients():
+    """The official I-JEPA code (src/train.py, ``loss = F.smooth_l1_loss(z, h)``, beta 1)
+    averages over every predicted element: 0.5 d^2 where |d| < 1, else |d| - 0.5; its
+    gradient is d (or the sign of d) over the element count. Checked by hand on 4 values."""
+    pred = torch.tensor([[[0.5, -2.0], [3.0, 0.0]]], dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([[[0.0, 0.0], [1.0, 0.25]]], dtype=torch.float64)
+    loss = FeatureRegressionLoss("smooth_l1")(pred, target)
+    # d = 0.5, -2, 2, -0.25: 0.125, 1.5, 1.5, 0.03125; mean 3.15625 / 4
+    assert loss.dtype == torch.float64 and loss.item() == pytest.approx(3.15625 / 4, abs=1e-15)
+    loss.backward()
+    assert torch.equal(pred.grad, torch.tensor([[[0.5, -1.0], [1.0, -0.25]]]).double() / 4)
+    l2 = FeatureRegressionLoss("l2")(pred.detach(), target)  # the paper's L2: mean d^2
+    assert l2.item() == pytest.approx((0.25 + 4 + 4 + 0.0625) / 4, abs=1e-15)
 
 
 def test_schedules_hit_their_end_points():
@@ -675,3 +707,161 @@ def test_the_saved_activation_probe_runs_eagerly_under_compile(tmp_path):
     before = torch_internals.unique_graphs()
     assert saved_activation_bytes(model, torch.randn(2, 1, 16, 16)) > 0
     assert torch_internals.unique_graphs() == before
+
+
+@pytest.mark.slow  # 20 s: make test-slow (CI runs it after make test)
+def test_eval_features_rates_an_official_format_checkpoint(tmp_path):
+    cfg = compose_cfg(tmp_path, ["experiment=ijepa_digits"])
+    encoder = hydra.utils.instantiate(cfg.model.encoder)
+    path = tmp_path / "official.pth.tar"
+    state = {f"module.{k}": v for k, v in encoder.state_dict().items()}
+    torch.save({"encoder": state, "target_encoder": state, "epoch": 1}, path)
+    result = run_cli(
+        "eval.py",
+        "mode=features",
+        f"ckpt_path={path}",
+        "data=digits",
+        "data.image_size=16",
+        "model=ijepa",
+        "model.encoder.size=vit_tiny",
+        "model.encoder.patch_size=4",
+        "model.encoder.depth=4",
+        "features.baselines=false",
+        f"paths.log_dir={tmp_path}",
+        "run_name=e",
+        "extras.print_config=false",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    metrics = json.loads((tmp_path / "eval" / "runs" / "e" / "metrics.json").read_text())["metrics"]
+    assert sorted(metrics) == ["features/knn_acc", "features/linear_acc"]
+    assert metrics["features/linear_acc"] > 0.3  # a random ViT on digits is well above chance
+
+
+def test_ijepa_experiment_is_the_paper_recipe(cfg_factory):
+    cfg = cfg_factory("experiment=ijepa")
+    enc, pred, m = cfg.model.encoder, cfg.model.predictor, cfg.model
+    assert (enc.size, enc.patch_size, cfg.data.image_size) == ("vit_huge", 14, 224)
+    assert (pred.depth, pred.pred_dim, pred.num_heads) == (12, 384, 16)  # the encoder's heads
+    assert cfg.data.global_batch_size == 2048 and cfg.trainer.precision == "bf16-mixed"
+    assert cfg.trainer.max_epochs == 300 and m.warmup_epochs == 40
+    assert (m.start_lr, m.optimizer.lr, m.final_lr) == (2e-4, 1e-3, 1e-6)
+    assert list(m.ema) == [0.996, 1.0]
+    assert list(m.weight_decay) == [0.04, 0.4] and list(cfg.data.crop_scale) == [0.3, 1.0]
+    assert list(m.masks.target_scale) == [0.15, 0.2] and m.masks.num_targets == 4
+
+
+def test_probe_loads_the_chosen_encoder_of_a_pretraining_checkpoint(tmp_path):
+    """experiment=linear_probe on an I-JEPA checkpoint: the part features.init_part names."""
+    cfg = compose_cfg(tmp_path, ["experiment=ijepa_digits"])
+    ijepa = hydra.utils.instantiate(cfg.model)
+    with torch.no_grad():
+        for p in ijepa.target_encoder.parameters():
+            p.add_(1.0)  # make the two encoders differ
+    path = tmp_path / "pretrained.ckpt"
+    torch.save({"state_dict": ijepa.state_dict()}, path)
+    probe_cfg = compose_cfg(tmp_path, ["experiment=linear_probe", f"model.init_from={path}"])
+    probe = hydra.utils.instantiate(probe_cfg.model)
+    for name in ("target_encoder", "encoder"):
+        net = hydra.utils.instantiate(probe_cfg.model.net, init_part=name)
+        net.load_weights(str(path))
+        expected = getattr(ijepa, name).state_dict()
+        assert all(torch.equal(v, expected[k]) for k, v in net.encoder.state_dict().items())
+    target = ijepa.target_encoder.state_dict()
+    assert all(torch.equal(v, target[k]) for k, v in probe.net.encoder.state_dict().items())
+
+
+def test_ijepa_from_a_runs_checkpoint_takes_its_predictor_heads_and_encoder(tmp_path):
+    """The head count changes no weight's shape: I-JEPA continued from a trainlab run takes
+    the run's predictor heads (and encoder shape), or it would load the weights silently
+    into another function; what the command line gives still wins."""
+    from omegaconf import OmegaConf
+
+    from trainlab.run.checkpoint_config import adopt_checkpoint_shape
+
+    run = tmp_path / "pretrain"
+    (run / "checkpoints").mkdir(parents=True)
+    source = ["experiment=ijepa_digits", "model.predictor.num_heads=2", "model.encoder.depth=3"]
+    OmegaConf.save(compose_cfg(tmp_path / "p", source), run / "config.yaml")
+    ckpt = run / "checkpoints" / "last.ckpt"
+    cfg = compose_cfg(tmp_path / "again", ["experiment=ijepa_digits", f"model.init_from={ckpt}"])
+    assert cfg.model.predictor.num_heads == 4
+    adopt_checkpoint_shape(cfg, [])
+    assert (cfg.model.predictor.num_heads, cfg.model.encoder.depth) == (2, 3)
+    given = ["model.predictor.num_heads=1"]
+    cfg = compose_cfg(
+        tmp_path / "given", ["experiment=ijepa_digits", f"model.init_from={ckpt}", *given]
+    )
+    adopt_checkpoint_shape(cfg, given)
+    assert (cfg.model.predictor.num_heads, cfg.model.encoder.depth) == (1, 3)
+
+
+def test_ijepa_eval_reproduces_the_online_evaluation(tmp_path):
+    """eval.py restores the kNN bank from the checkpoint (and refits the probe on it): same
+    test metrics."""
+    train_cfg = compose_cfg(
+        tmp_path / "t",
+        [o for o in FAST if "limit_test" not in o]
+        + ["experiment=ijepa_digits", "model.encoder.depth=2"],
+    )
+    train(train_cfg)
+    results = json.loads((tmp_path / "t" / "run" / "metrics.json").read_text())
+    eval_cfg = compose_cfg(tmp_path / "e", [f"ckpt_path={results['checkpoints']['best']}"], "eval")
+    metrics = evaluate(eval_cfg)
+    for key in ("test/loss", "test/probe_acc", "test/knn_acc", "test/rankme"):
+        assert metrics[key] == pytest.approx(results["metrics"][key], rel=1e-4, abs=1e-6), key
+    # A real checkpoint of this project is a valid model.init_from (read with weights_only=True).
+    parts = network_parts(read_state(results["checkpoints"]["last"]))
+    assert set(parts) == {"encoder", "target_encoder", "predictor", "evaluated"}
+    # I-JEPA rates its EMA target encoder: the checkpoint says so
+    assert parts["evaluated"] is parts["target_encoder"]
+
+
+def test_the_model_summary_counts_the_evaluation_forward_flops(cfg_factory):
+    """Lightning's summary runs ijepa_digits' example image through I-JEPA's forward (the
+    target encoder): its FLOPs are the blocks' formula plus the patch embedding, exactly."""
+    from hydra.utils import instantiate
+    from lightning.pytorch.utilities.model_summary import ModelSummary
+
+    from trainlab.networks.flops import blocks_flops, patch_embed_flops
+
+    model = instantiate(cfg_factory("experiment=ijepa_digits").model)
+    encoder = model.target_encoder
+    tokens = encoder.num_patches
+    patch_embedding = tokens * patch_embed_flops(encoder.patch_embed)
+    # setup() takes the example from the data module (image_size, in_chans) in a Trainer
+    model.example_input_array = torch.zeros(1, 1, 16, 16)
+    summary = ModelSummary(model)
+    assert summary.total_flops == blocks_flops(encoder.blocks, tokens) + patch_embedding
+
+
+def test_a_masked_method_trains_on_gray_photos_and_ends_without_a_table(
+    tmp_path, monkeypatch, capfd
+):
+    """I-JEPA's masks on 1-channel photos, their mean measured: trained, judged by RankMe,
+    and with no labelled set the run ends with one line instead of the table."""
+    root = photos(tmp_path / "photos", n=40)
+    code, err = run_train(
+        tmp_path, monkeypatch, capfd, "experiment=ijepa_digits", "data=folder",
+        f"data.root={root}", "data.num_workers=0", "data.batch_size=8", "data.in_chans=1",
+        "data.image_size=16", "data.std=[0.25]", "run_name=gray", "features.enabled=true",
+    )  # fmt: skip
+    assert code == 0, err[-3000:]
+    run_dir = tmp_path / "logs" / "train" / "runs" / "gray"
+    metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
+    assert "val/rankme" in metrics and not any(k.startswith("features/") for k in metrics)
+    said = "frozen features not rated: data=folder has no labels and features.data names no"
+    assert said in (run_dir / "train.log").read_text()
+
+
+def test_an_unknown_choice_of_a_model_is_named_with_its_options(tmp_path, monkeypatch, capfd):
+    code, err = run_train(
+        tmp_path,
+        monkeypatch,
+        capfd,
+        "run_name=bad",
+        "experiment=ijepa_digits",
+        "model.target_norm=batch",
+    )
+    assert code != 0
+    assert_one_clear_line(err, "model.target_norm='batch'", "'layer', 'channel' or 'none'")
+    assert not (tmp_path / "logs" / "train" / "runs" / "bad" / "checkpoints").exists()

@@ -7,10 +7,8 @@ import sys
 
 import pytest
 import torch
-import torch.nn.functional as F
 from conftest import ROOT
 
-from trainlab.losses.feature_regression import FeatureRegressionLoss
 from trainlab.losses.info_nce import InfoNCELoss
 from trainlab.losses.sigreg import SIGRegLoss
 from trainlab.losses.variance_covariance import VarianceCovarianceLoss
@@ -111,31 +109,6 @@ def test_vicreg_computes_in_float32_under_bf16_inputs():
     z = torch.randn(64, 8).bfloat16()
     loss, terms = VICRegLoss()(z, z)
     assert loss.dtype == torch.float32 and all(t.dtype == torch.float32 for t in terms.values())
-
-
-@pytest.mark.parametrize("distance", ["smooth_l1", "l1", "l2"])
-def test_feature_regression_is_its_distance_in_float32(distance):
-    pred, target = torch.randn(4, 6, 8).bfloat16(), torch.randn(4, 6, 8).bfloat16()
-    loss = FeatureRegressionLoss(distance)(pred, target)
-    fn = {"smooth_l1": F.smooth_l1_loss, "l1": F.l1_loss, "l2": F.mse_loss}[distance]
-    assert loss.dtype == torch.float32
-    assert loss == fn(pred.float(), target.float())
-    assert FeatureRegressionLoss(distance)(pred, pred) == 0
-
-
-def test_feature_regression_is_ijepas_smooth_l1_on_hand_checked_values_and_gradients():
-    """The official I-JEPA code (src/train.py, ``loss = F.smooth_l1_loss(z, h)``, beta 1)
-    averages over every predicted element: 0.5 d^2 where |d| < 1, else |d| - 0.5; its
-    gradient is d (or the sign of d) over the element count. Checked by hand on 4 values."""
-    pred = torch.tensor([[[0.5, -2.0], [3.0, 0.0]]], dtype=torch.float64, requires_grad=True)
-    target = torch.tensor([[[0.0, 0.0], [1.0, 0.25]]], dtype=torch.float64)
-    loss = FeatureRegressionLoss("smooth_l1")(pred, target)
-    # d = 0.5, -2, 2, -0.25: 0.125, 1.5, 1.5, 0.03125; mean 3.15625 / 4
-    assert loss.dtype == torch.float64 and loss.item() == pytest.approx(3.15625 / 4, abs=1e-15)
-    loss.backward()
-    assert torch.equal(pred.grad, torch.tensor([[[0.5, -1.0], [1.0, -0.25]]]).double() / 4)
-    l2 = FeatureRegressionLoss("l2")(pred.detach(), target)  # the paper's L2: mean d^2
-    assert l2.item() == pytest.approx((0.25 + 4 + 4 + 0.0625) / 4, abs=1e-15)
 
 
 def nt_xent_as_published(z1: torch.Tensor, z2: torch.Tensor, t: float) -> torch.Tensor:

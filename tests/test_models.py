@@ -151,24 +151,6 @@ def test_patch_embed_flops_formula_matches_torch_flop_counter():
         assert counted.get_total_flops() == 2 * 4 * patch_embed_flops(embed)  # 2 images x 4 patches
 
 
-def test_the_model_summary_counts_the_evaluation_forward_flops(cfg_factory):
-    """Lightning's summary runs ijepa_digits' example image through I-JEPA's forward (the
-    target encoder): its FLOPs are the blocks' formula plus the patch embedding, exactly."""
-    from hydra.utils import instantiate
-    from lightning.pytorch.utilities.model_summary import ModelSummary
-
-    from trainlab.networks.flops import blocks_flops, patch_embed_flops
-
-    model = instantiate(cfg_factory("experiment=ijepa_digits").model)
-    encoder = model.target_encoder
-    tokens = encoder.num_patches
-    patch_embedding = tokens * patch_embed_flops(encoder.patch_embed)
-    # setup() takes the example from the data module (image_size, in_chans) in a Trainer
-    model.example_input_array = torch.zeros(1, 1, 16, 16)
-    summary = ModelSummary(model)
-    assert summary.total_flops == blocks_flops(encoder.blocks, tokens) + patch_embedding
-
-
 def test_networks_import_no_lightning_and_nothing_above_them():
     """Imports only go down: a fork can take networks/ into any training loop."""
     code = (

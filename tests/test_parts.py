@@ -22,7 +22,12 @@ SUFFIXES = {".py", ".yaml", ".sh"}
 #: (file, part) pairs of today's imports into a part from outside it. Only shrinks.
 IMPORTED_TODAY: set[tuple[str, str]] = set()
 #: A part that imports another: it goes with it (its page says so). part -> the parts it needs.
-NEEDS = {"GPU check": {"DDP comm hooks", "memory fit"}, "Optuna sweeper": {"run tables"}}
+NEEDS = {
+    "GPU check": {"DDP comm hooks", "memory fit", "I-JEPA"},
+    "memory fit": {"I-JEPA"},
+    "mask picture": {"I-JEPA"},
+    "Optuna sweeper": {"run tables"},
+}
 
 
 def parts() -> dict[str, list[str]]:

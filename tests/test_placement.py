@@ -237,13 +237,13 @@ def test_a_refusal_under_an_experiment_imports_no_torch(tmp_path):
     under an experiment too; a value against its class's signature after the import, still
     before the run dir."""
     lines = refuse_without_torch(
-        tmp_path, "train.py", "experiment=ijepa_mnist", "model.optimizer.lr=-1"
+        tmp_path, "train.py", "experiment=vicreg_mnist", "model.optimizer.lr=-1"
     )
     assert lines[0].startswith("error: model.optimizer.lr=-1") and lines[-1] == "False", lines
     lines = refuse_without_torch(
-        tmp_path, "train.py", "experiment=ijepa_mnist", "model.ema_shape=bogus"
+        tmp_path, "train.py", "experiment=vicreg_mnist", "model.invariance=-1"
     )
-    assert lines[0].startswith("error: model.ema_shape='bogus'") and lines[-1] == "True", lines
+    assert lines[0].startswith("error: model.invariance=-1") and lines[-1] == "True", lines
     assert not (tmp_path / "logs" / "train" / "runs").exists()
 
 

@@ -82,7 +82,7 @@ def test_a_target_in_a_list_or_by_interpolation_is_refused_too(tmp_path):
     hidden = OmegaConf.create({"evil": "posix.system", "model": {"_target_": "${evil}"}})
     with pytest.raises(ConfigError, match="posix.system"):
         check_targets(hidden, "config.yaml")
-    ok = OmegaConf.create({"model": {"_target_": "trainlab.model.ijepa.IJEPA", "optimizer": {"_target_": "torch.optim.AdamW"}}})  # fmt: skip
+    ok = OmegaConf.create({"model": {"_target_": "trainlab.model.vicreg.VICReg", "optimizer": {"_target_": "torch.optim.AdamW"}}})  # fmt: skip
     check_targets(ok, "config.yaml")
 
 

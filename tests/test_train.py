@@ -19,7 +19,6 @@ from conftest import (
 from omegaconf import OmegaConf
 
 from trainlab.eval import evaluate
-from trainlab.networks.weights import network_parts, read_state
 from trainlab.run.training import train
 from trainlab.utils.errors import DataError
 
@@ -244,27 +243,6 @@ def test_multirun_makes_one_run_dir_per_job(tmp_path):
     assert ["model.warmup_epochs=3" in x for x in lrs] == [False, True]
 
 
-def test_ijepa_eval_reproduces_the_online_evaluation(tmp_path):
-    """eval.py restores the kNN bank from the checkpoint (and refits the probe on it): same
-    test metrics."""
-    train_cfg = compose_cfg(
-        tmp_path / "t",
-        [o for o in FAST if "limit_test" not in o]
-        + ["experiment=ijepa_digits", "model.encoder.depth=2"],
-    )
-    train(train_cfg)
-    results = json.loads((tmp_path / "t" / "run" / "metrics.json").read_text())
-    eval_cfg = compose_cfg(tmp_path / "e", [f"ckpt_path={results['checkpoints']['best']}"], "eval")
-    metrics = evaluate(eval_cfg)
-    for key in ("test/loss", "test/probe_acc", "test/knn_acc", "test/rankme"):
-        assert metrics[key] == pytest.approx(results["metrics"][key], rel=1e-4, abs=1e-6), key
-    # A real checkpoint of this project is a valid model.init_from (read with weights_only=True).
-    parts = network_parts(read_state(results["checkpoints"]["last"]))
-    assert set(parts) == {"encoder", "target_encoder", "predictor", "evaluated"}
-    # I-JEPA rates its EMA target encoder: the checkpoint says so
-    assert parts["evaluated"] is parts["target_encoder"]
-
-
 @pytest.mark.slow  # 182 s alone on the 2-core Xeon: make test-slow
 @pytest.mark.timeout(1800)
 def test_the_default_job_in_full(tmp_path):
@@ -388,13 +366,13 @@ def test_the_progress_line_ends_at_max_steps_when_they_stop_the_run_first(capsys
 
 
 def test_a_shortened_recipe_warns_that_its_last_epochs_are_not_validated(tmp_path, caplog):
-    """ijepa_mnist validates every 5 epochs: cut to 3, it would end without a val/probe_acc."""
+    """vicreg_mnist validates every 5 epochs: cut to 3, it would end without a val/probe_acc."""
     from trainlab.checks.config import warn_unvalidated_epochs
 
-    warn_unvalidated_epochs(compose_cfg(tmp_path, ["experiment=ijepa_mnist"]))
+    warn_unvalidated_epochs(compose_cfg(tmp_path, ["experiment=vicreg_mnist"]))
     assert "not validated" not in caplog.text
     warn_unvalidated_epochs(
-        compose_cfg(tmp_path, ["experiment=ijepa_mnist", "trainer.max_epochs=3"])
+        compose_cfg(tmp_path, ["experiment=vicreg_mnist", "trainer.max_epochs=3"])
     )
     assert "the last 3 epoch(s) are not validated" in caplog.text
 

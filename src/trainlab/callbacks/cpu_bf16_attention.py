@@ -4,7 +4,7 @@ in bf16 on a CPU: bf16 autocast, or FSDP's bf16 parameters (``strategy.param_dty
 torch 2.14's CPU flash-attention backward is slow in bf16: 18.5 ms a call against 1.9 ms in
 float32, 41 % of an I-JEPA step (ViT-Tiny/4, 64 tokens, batch 64, on a 2-core Xeon with
 AMX). timm's written-out path runs the same products as bf16 matmuls, and the step then goes
-1.7x as fast (benchmarks/README.md). GPUs keep the fused kernel; so does float32 on a CPU, where
+1.7x as fast (benchmarks/ijepa.md). GPUs keep the fused kernel; so does float32 on a CPU, where
 the two paths are level. Every timm ``Attention`` has the switch, so this covers the
 encoders, the predictor and the classifier alike.
 """

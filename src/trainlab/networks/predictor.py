@@ -53,7 +53,7 @@ class Predictor(nn.Module):
     times), so blocks do not see each other, as in the paper. Only the mask tokens' outputs
     are read, so the last block runs its queries, projection and MLP on those rows alone
     (``RowsBlock``): the same predictions for fewer FLOPs (the step's speed-up:
-    benchmarks/README.md). ``all_rows_in_last_block`` runs every row, as the reference does.
+    benchmarks/ijepa.md). ``all_rows_in_last_block`` runs every row, as the reference does.
     """
 
     all_rows_in_last_block = False

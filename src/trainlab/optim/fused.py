@@ -3,7 +3,7 @@
 
 On one H200 at ViT-H/14 (benchmarks/gpu.md) trainlab's bare step ran at 453 samples/s with
 fused AdamW against 232 with torch's default (foreach); on this project's CPUs fused was not
-slower (benchmarks/README.md, the step table). torch leaves ``fused`` off by default, so it is
+slower (benchmarks/ijepa.md, the step table). torch leaves ``fused`` off by default, so it is
 turned on here, in one place, for every optimizer whose class takes it (Adam, AdamW, SGD,
 Adagrad): an optimizer config that names ``fused`` or ``foreach`` itself, or an optimizer
 without the argument, is left exactly as configured.
