@@ -71,6 +71,7 @@ def test_a_ddp_step_sends_the_gradients_and_little_else(tmp_path):
     result = run_cli(
         "train.py",
         *TWO_CPU_RANKS,
+        "experiment=ijepa_digits",
         "model.encoder.depth=null",  # ViT-Tiny's own 12 blocks
         "trainer.max_epochs=1",
         "trainer.limit_train_batches=5",
@@ -86,7 +87,7 @@ def test_a_ddp_step_sends_the_gradients_and_little_else(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     run = json.loads((tmp_path / "train" / "runs" / "comm" / "metrics.json").read_text())["run"]
-    cfg = compose_cfg(tmp_path, ["model.encoder.depth=null"])
+    cfg = compose_cfg(tmp_path, ["experiment=ijepa_digits", "model.encoder.depth=null"])
     model = instantiate(cfg.model)
     grad_bytes = sum(4 * p.numel() for p in model.parameters() if p.requires_grad)
     assert run["comm_bytes_per_step"] == pytest.approx(grad_bytes, rel=0.05), run
