@@ -52,6 +52,7 @@ def test_ijepa_ddp_powersgd_bf16_accumulation_from_train_py(tmp_path):
     result = run_cli(
         "train.py",
         *TWO_CPU_RANKS,
+        "experiment=ijepa_digits",
         "strategy=ddp_powersgd",
         "strategy.powersgd.start_powerSGD_iter=2",
         "strategy.bucket_cap_mb=1",  # several buckets (the case that aborted gloo)

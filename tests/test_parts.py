@@ -24,6 +24,7 @@ IMPORTED_TODAY: set[tuple[str, str]] = set()
 #: A part that imports another: it goes with it (its page says so). part -> the parts it needs.
 NEEDS = {
     "GPU check": {"DDP comm hooks", "memory fit", "I-JEPA"},
+    "DDP comm hooks": {"I-JEPA"},
     "memory fit": {"I-JEPA"},
     "mask picture": {"I-JEPA"},
     "Optuna sweeper": {"run tables"},
