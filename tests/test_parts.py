@@ -25,6 +25,7 @@ IMPORTED_TODAY: set[tuple[str, str]] = set()
 NEEDS = {
     "GPU check": {"DDP comm hooks", "memory fit", "I-JEPA"},
     "DDP comm hooks": {"I-JEPA"},
+    "FSDP2": {"I-JEPA"},
     "memory fit": {"I-JEPA"},
     "mask picture": {"I-JEPA"},
     "Optuna sweeper": {"run tables"},
