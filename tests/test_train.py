@@ -243,7 +243,7 @@ def test_multirun_makes_one_run_dir_per_job(tmp_path):
     assert ["model.warmup_epochs=3" in x for x in lrs] == [False, True]
 
 
-@pytest.mark.slow  # 182 s alone on the 2-core Xeon: make test-slow
+@pytest.mark.slow  # 320 s beside the other worker, one thread (2-core Xeon): make test-slow
 @pytest.mark.timeout(1800)
 def test_the_default_job_in_full(tmp_path):
     """`python train.py` as it is, in a network namespace with no network at all where
