@@ -3,6 +3,7 @@
 import contextlib
 import csv
 import functools
+import json
 import os
 import shutil
 import socket
@@ -191,6 +192,64 @@ def logged_series(run_dir: Path, key: str) -> list[float]:
     (path,) = run_dir.rglob("metrics.csv")
     with path.open() as f:
         return [float(row[key]) for row in csv.DictReader(f) if row.get(key)]
+
+
+TRACE_KEYS = ("train/loss_step", "val/loss", "val/probe_acc", "val/knn_acc", "val/rankme")
+TRACE_RUN = [  # 2 epochs of 4 steps, every step logged: short enough for the fast suite
+    "trainer.max_epochs=2",
+    "trainer.limit_train_batches=4",
+    "trainer.limit_val_batches=2",
+    "trainer.log_every_n_steps=1",
+    "test=false",
+    "features.enabled=false",
+]
+# The losses are the contract and stay bitwise. The monitors come from an SVD (RankMe) and an
+# L-BFGS fit (the probe): LAPACK picks kernels by CPU generation, which a CPU's name does not
+# say, and moved RankMe's last bit in CI. They get tolerances.
+MONITOR_TOLERANCES = {
+    "val/rankme": {"rel": 1e-5},
+    "val/probe_acc": {"abs": 0.03},  # a flipped prediction or two among the 2 val batches
+    "val/knn_acc": {"abs": 0.03},
+}
+
+
+def assert_trace_unchanged(tmp_path: Path, records: Path, overrides: list[str]) -> None:
+    """A run's per-step losses bitwise (and its online monitors within tolerances) as
+    recorded in ``records``, one file per torch. An intended change re-records with
+    TRAINLAB_RECORD_TRACE=1 and says why in its commit. Bits depend on the machine: the
+    thread count changes the order of float sums (pinned here to 2) and another CPU or torch
+    may pick other kernels, so on a machine the record does not name this skips: re-record
+    on your machine first, then refactor."""
+    import torch
+
+    from trainlab.run.training import train
+    from trainlab.utils.machine import cpu_model
+
+    here = {"cpu": cpu_model(), "torch": torch.__version__, "threads": 2}
+    path = records / f"torch-{torch.__version__}.json"
+    record = bool(os.environ.get("TRAINLAB_RECORD_TRACE"))
+    recorded = json.loads(path.read_text()) if path.exists() else {"recorded_on": None}
+    if not record and recorded["recorded_on"] != here:
+        pytest.skip(f"trace recorded on {recorded['recorded_on']}, this is {here}")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        train(compose_cfg(tmp_path, [*overrides, *TRACE_RUN]))
+    finally:
+        torch.set_num_threads(threads)
+    run = tmp_path / "run"
+    trace = {
+        "recorded_on": here,
+        **{k: [x.hex() for x in logged_series(run, k)] for k in TRACE_KEYS},
+    }
+    if record:
+        records.mkdir(exist_ok=True)
+        path.write_text(json.dumps(trace, indent=1) + "\n")
+        return
+    for key, tolerance in MONITOR_TOLERANCES.items():
+        got, want = ([float.fromhex(x) for x in t.pop(key)] for t in (trace, recorded))
+        assert got == pytest.approx(want, **tolerance), key
+    assert trace == recorded
 
 
 @contextlib.contextmanager

@@ -4,7 +4,6 @@ trace, its configs and refusals, its checkpoints downstream, its tokens and MFU.
 
 import copy
 import json
-import os
 from pathlib import Path
 
 import hydra
@@ -12,7 +11,15 @@ import lightning as L
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import FAST, assert_one_clear_line, compose_cfg, logged_series, run_cli, run_train
+from conftest import (
+    FAST,
+    assert_one_clear_line,
+    assert_trace_unchanged,
+    compose_cfg,
+    logged_series,
+    run_cli,
+    run_train,
+)
 from test_folder import photos
 
 from trainlab.eval import evaluate
@@ -22,7 +29,6 @@ from trainlab.networks.weights import network_parts, read_state
 from trainlab.optim.schedules import cosine, linear, warmup_cosine
 from trainlab.run.training import train
 from trainlab.utils import lightning_internals, torch_internals
-from trainlab.utils.machine import cpu_model
 
 
 def tiny_ijepa(tmp_path, *overrides):
@@ -437,62 +443,11 @@ def test_peak_tflops_is_dense_and_finds_the_h200(monkeypatch):
         assert run_stats.peak_tflops(device, torch.bfloat16) == pytest.approx(peak)
 
 
-TRACES = Path(__file__).parent / "fixtures" / "ijepa_digits_trace"  # one file per torch
-TRACE_KEYS = ("train/loss_step", "val/loss", "val/probe_acc", "val/knn_acc", "val/rankme")
-MONITOR_TOLERANCES = {
-    "val/rankme": {"rel": 1e-5},
-    "val/probe_acc": {"abs": 0.03},  # a flipped prediction or two among the 2 val batches
-    "val/knn_acc": {"abs": 0.03},
-}
-
-
 def test_ijepa_digits_trace_is_bitwise_unchanged(tmp_path):
-    """experiment=ijepa_digits' per-step losses exactly (and its online monitors within tolerances)
-    as recorded: refactors must not change I-JEPA's numbers. An
-    intended change re-records with TRAINLAB_RECORD_TRACE=1 (and says why in its commit).
-    Bits depend on the machine: the thread count changes the order of float sums (the test
-    pins it) and another CPU type or torch version may pick other kernels. Each torch has
-    its own record (both ends of the range are recorded, so CI compares on each); on
-    another CPU the test skips: re-record on your machine first, then refactor."""
-    here = {"cpu": cpu_model(), "torch": torch.__version__, "threads": 2}
-    path = TRACES / f"torch-{torch.__version__}.json"
-    record = bool(os.environ.get("TRAINLAB_RECORD_TRACE"))
-    recorded = json.loads(path.read_text()) if path.exists() else {"recorded_on": None}
-    if not record and recorded["recorded_on"] != here:
-        pytest.skip(f"trace recorded on {recorded['recorded_on']}, this is {here}")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        trace = {"recorded_on": here, **ijepa_digits_trace(tmp_path)}
-    finally:
-        torch.set_num_threads(threads)
-    if record:
-        path.write_text(json.dumps(trace, indent=1) + "\n")
-        return
-    # The losses are the contract and stay bitwise. The monitors come from an SVD (RankMe)
-    # and a 300-step L-BFGS fit (the probe): LAPACK picks kernels by CPU generation, which
-    # "AMD EPYC" does not name, and moved RankMe's last bit in CI. They get tolerances.
-    for key, tolerance in MONITOR_TOLERANCES.items():
-        got, want = ([float.fromhex(x) for x in t.pop(key)] for t in (trace, recorded))
-        assert got == pytest.approx(want, **tolerance), key
-    assert trace == recorded
-
-
-def ijepa_digits_trace(tmp_path) -> dict[str, list[str]]:
-    cfg = compose_cfg(
-        tmp_path,
-        [
-            "experiment=ijepa_digits",
-            "trainer.max_epochs=2",
-            "trainer.limit_train_batches=4",
-            "trainer.limit_val_batches=2",
-            "trainer.log_every_n_steps=1",
-            "test=false",
-            "features.enabled=false",
-        ],
-    )
-    train(cfg)
-    return {k: [x.hex() for x in logged_series(tmp_path / "run", k)] for k in TRACE_KEYS}
+    """experiment=ijepa_digits' per-step losses exactly as recorded: refactors must not change
+    I-JEPA's numbers (conftest.assert_trace_unchanged)."""
+    traces = Path(__file__).parent / "fixtures" / "ijepa_digits_trace"
+    assert_trace_unchanged(tmp_path, traces, ["experiment=ijepa_digits"])
 
 
 def test_sigreg_adds_its_weighted_term_to_the_loss_and_leaves_the_masks(tmp_path):

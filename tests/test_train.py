@@ -12,6 +12,7 @@ from conftest import (
     EXPERIMENTS,
     FAST,
     ROOT,
+    assert_trace_unchanged,
     compose_cfg,
     make_image_folder,
     run_cli,
@@ -295,6 +296,14 @@ def test_the_default_job_in_full(tmp_path):
     run = results["run"]
     assert run["train_samples_per_s"] > 0 and "train_mfu" not in run
     assert "train samples/s" in result.stdout and "MFU" not in result.stdout
+
+
+def test_the_default_jobs_trace_is_bitwise_unchanged(tmp_path):
+    """`python train.py`'s per-step losses (2 short epochs) exactly as recorded in
+    fixtures/default_job_trace: a refactor of the core must not change the default job's
+    numbers (conftest.assert_trace_unchanged says when it skips and how to re-record)."""
+    traces = ROOT / "tests" / "fixtures" / "default_job_trace"
+    assert_trace_unchanged(tmp_path, traces, [])
 
 
 def test_resume_continues_the_run_in_its_own_dir(tmp_path, monkeypatch, capfd):
