@@ -275,7 +275,14 @@ def _random_bytes(path, marker):
     ids=lambda v: v.__name__.strip("_") if callable(v) else "",
 )
 @pytest.mark.slow  # 7 s: make test-slow, which CI runs
-@pytest.mark.parametrize("use", ["eval mode=test", "eval mode=features", "train init_from"])
+@pytest.mark.parametrize(
+    "use",
+    [
+        "eval mode=test",
+        "eval mode=features",
+        *(["train init_from"] if "finetune" in EXPERIMENTS else []),
+    ],
+)
 def test_bad_checkpoints_are_refused_in_one_line(
     tmp_path, monkeypatch, capfd, cfg_factory, make, needles, use
 ):
@@ -578,10 +585,11 @@ def test_a_run_config_that_is_a_fifo_is_one_line_for_eval_and_init_from(tmp_path
     torch.save({"state_dict": {}}, ckpt)
     os.mkfifo(tmp_path / "run" / "config.yaml")
     logs = tmp_path / "logs"
-    for entry, *args in (
+    probe = [("train.py", "experiment=linear_probe", "model.init_from")]  # the classifier part
+    for entry, *args in [
         ("eval.py", "ckpt_path"),
-        ("train.py", "experiment=linear_probe", "model.init_from"),
-    ):
+        *(probe if "linear_probe" in EXPERIMENTS else []),
+    ]:
         *given, key = args
         done = run_cli(entry, *given, f"{key}={ckpt}", f"paths.log_dir={logs}", timeout=120)
         assert done.returncode == 2, done.stderr[-2000:]

@@ -1,17 +1,21 @@
 """DataModules: splits, stray files, offline torchvision sets."""
 
 import logging
+from collections import Counter
 
 import numpy as np
 import pytest
 import torch
 from conftest import make_image_folder, write_idx
+from hydra.utils import instantiate
 
 from trainlab.data.digits import DigitsDataModule
 from trainlab.data.fake import FakeDataModule
 from trainlab.data.imagefolder import ImageFolderDataModule
+from trainlab.data.low_shot import class_balanced_subset, labels_of
 from trainlab.data.mnist5k import MNIST5kDataModule
 from trainlab.data.torchvision_sets import TorchvisionDataModule
+from trainlab.utils.errors import DataError
 
 
 def _indices(subset):
@@ -113,8 +117,6 @@ def test_a_damaged_fashion_mnist_file_is_named_damaged_not_missing(tmp_path, dam
     or bad-magic file ended in a bare ValueError or AssertionError)."""
     import struct
 
-    from trainlab.utils.errors import DataError
-
     images = raw_idx_folder(tmp_path / "FashionMNIST" / "raw") / "train-images-idx3-ubyte"
     data = images.read_bytes()
     images.write_bytes(
@@ -209,7 +211,6 @@ def test_synthetic_data_is_seeded_uint8_at_size_and_normalised_like_the_eval_spl
 def test_a_missing_torchvision_set_names_the_ways_to_fill_it(tmp_path):
     """No copy and no download: one line with the path, data.download and the hosts; with no
     fetch on the node, nothing else is named."""
-    from trainlab.utils.errors import DataError
 
     dm = TorchvisionDataModule("fashion_mnist", root=str(tmp_path / "data"), download=False,
                                image_size=28, in_chans=1, batch_size=8, mean=(0.29,), std=(0.35,))  # fmt: skip
@@ -220,3 +221,26 @@ def test_a_missing_torchvision_set_names_the_ways_to_fill_it(tmp_path):
         f"fetch it from its hosts, or copy the files there (data.root={tmp_path}/data)"
     )
     assert not (tmp_path / "data").exists()
+
+
+def test_low_shot_subset_is_class_balanced_reproducible_and_at_least_one_batch(cfg_factory):
+    datamodule = instantiate(cfg_factory().data)
+    train, _, _ = datamodule.build_splits()
+    labels = labels_of(train)
+    subset = class_balanced_subset(train, 0.1, seed=0)
+    counts, full = Counter(labels_of(subset).tolist()), Counter(labels.tolist())
+    assert set(counts) == set(full)
+    for label, n in full.items():
+        assert counts[label] == max(1, round(n * 0.1)), label
+    assert subset.indices == class_balanced_subset(train, 0.1, seed=0).indices
+    assert subset.indices != class_balanced_subset(train, 0.1, seed=1).indices
+    # Through the config, as users ask for it (the default job's digits).
+    dm = instantiate(cfg_factory("data.train_fraction=0.01").data)
+    dm.setup("fit")
+    assert len(Counter(labels_of(dm.train_set.dataset).tolist())) == 10
+    assert len(dm.train_set) < 0.02 * len(labels)
+    # Fewer images than one batch: the loader drops incomplete batches, so no step would run
+    # and the run would test an untrained model. A clear error instead.
+    assert len(dm.train_set) < dm.batch_size
+    with pytest.raises(DataError, match="fewer than data.batch_size"):
+        dm.train_dataloader()

@@ -10,7 +10,7 @@ import pytest
 import timm
 import torch
 import torch.nn.functional as F
-from conftest import compose_cfg, run_in_process
+from conftest import EXPERIMENTS, compose_cfg, run_in_process
 from omegaconf import OmegaConf
 
 import trainlab.commands
@@ -200,6 +200,8 @@ def test_a_cnn_run_is_rated_and_probed_from_its_checkpoint(tmp_path, monkeypatch
         assert 0 <= metrics[key] <= 1, key
     ckpt = run_dir / "checkpoints" / "last.ckpt"
     assert torch.load(ckpt, weights_only=True)["evaluated"] == "target_encoder"
+    if "linear_probe" not in EXPERIMENTS:
+        return  # the classifier part is removed: no probe to train
     probe = ["train.py", "experiment=linear_probe", f"model.init_from={ckpt}", *short, "run_name=probe"]  # fmt: skip
     assert run_in_process(train, probe, monkeypatch) == 0
     probed = json.loads((tmp_path / "train" / "runs" / "probe" / "metrics.json").read_text())

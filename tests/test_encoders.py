@@ -15,7 +15,6 @@ from omegaconf import open_dict
 import trainlab.commands
 from trainlab.evaluation.features import encoder_views
 from trainlab.networks.encoder import layer_widths, pooled_and_layers, pooled_layers, pooled_width
-from trainlab.networks.encoder_classifier import EncoderClassifier
 from trainlab.networks.global_batch_norm import (
     GlobalBatchNorm2d,
     GlobalBatchNormAct2d,
@@ -23,7 +22,6 @@ from trainlab.networks.global_batch_norm import (
     to_global_batch_norm,
 )
 from trainlab.networks.grad_strides import keep_grad_strides, same_layout
-from trainlab.networks.vit import ViTEncoder
 from trainlab.networks.weights import export_encoder
 from trainlab.utils import torch_internals
 from trainlab.utils.ddp_buffers import keep_out_of_buffer_broadcast
@@ -76,22 +74,6 @@ def test_export_writes_the_evaluated_network_that_timm_loads_as_it_is(tmp_path, 
     x = torch.randn(2, 1, 32, 32)
     assert torch.allclose(timm_model(x), evaluated(x), atol=1e-5)
     assert torch.allclose(model.eval()(x), evaluated(x))  # the evaluation forward reads it too
-
-
-def test_a_probe_reads_any_family_and_decays_by_timms_layer_groups():
-    torch.manual_seed(0)
-    net = EncoderClassifier(timm.create_model("resnet18", num_classes=0, in_chans=1), 10,
-                            pooling="avg_last4", freeze_encoder=True, head_norm=True)  # fmt: skip
-    assert net.feature_dim == 64 + 128 + 256 + 512
-    assert net(torch.randn(4, 1, 32, 32)).shape == (4, 10)
-    ids = {n: net.layer_id(n) for n, _ in net.named_parameters()}
-    assert ids["encoder.conv1.weight"] == 0 and ids["head.1.weight"] == max(ids.values())
-    assert ids["encoder.layer4.1.conv2.weight"] > ids["encoder.layer1.0.conv1.weight"]
-    vit = EncoderClassifier(ViTEncoder(img_size=16, patch_size=4, in_chans=1, size="vit_tiny",
-                                       depth=4), 10)  # fmt: skip
-    vit_ids = {n: vit.layer_id(n) for n, _ in vit.named_parameters()}
-    assert vit_ids["encoder.patch_embed.proj.weight"] == 0
-    assert vit_ids["encoder.blocks.2.attn.qkv.weight"] == 3 and vit_ids["head.1.weight"] == 5
 
 
 def test_buffers_kept_from_ddps_broadcast_add_to_the_list():

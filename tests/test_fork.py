@@ -93,7 +93,7 @@ def test_the_rename_one_liner_leaves_a_project_that_sweeps(tmp_path):
     )
     found = subprocess.run([python, "-c", where], capture_output=True, text=True, check=True)
     assert found.stdout.split() == [str(fork / "src" / "mylab" / "__init__.py"), "None"]
-    sweep = [str(python), "train.py", "-m", "seed=1,2", "experiment=digits_classifier",
+    sweep = [str(python), "train.py", "-m", "seed=1,2", "features.enabled=false",
              "trainer.max_epochs=1", "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
              "test=false", f"paths.log_dir={tmp_path / 'logs'}"]  # fmt: skip
     env = {**os.environ, "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"}

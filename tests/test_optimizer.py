@@ -31,9 +31,10 @@ def test_every_family_steps_with_the_fused_kernel_by_default(tmp_path, experimen
     ],
 )
 def test_an_optimizer_config_still_decides(tmp_path, override, fused):
-    overrides = ["experiment=digits_classifier", override]
+    overrides = ["experiment=vicreg_digits", override]
     if "fused=false" in override:
         overrides[1] = "+" + override
     model = hydra.utils.instantiate(compose_cfg(tmp_path, overrides).model)
     optimizer = model.configure_optimizers()
+    optimizer = optimizer["optimizer"] if isinstance(optimizer, dict) else optimizer
     assert optimizer.param_groups[0].get("fused") is fused

@@ -24,11 +24,11 @@ IMPORTED_TODAY: set[tuple[str, str]] = set()
 #: A part that imports another: it goes with it (its page says so). part -> the parts it needs.
 NEEDS = {
     "GPU check": {"DDP comm hooks", "memory fit", "I-JEPA"},
-    "DDP comm hooks": {"I-JEPA"},
+    "DDP comm hooks": {"I-JEPA", "classifier"},
     "FSDP2": {"I-JEPA"},
     "memory fit": {"I-JEPA"},
     "mask picture": {"I-JEPA"},
-    "Optuna sweeper": {"run tables"},
+    "Optuna sweeper": {"run tables", "classifier"},
 }
 
 

@@ -147,13 +147,13 @@ def test_a_resume_from_an_unreadable_checkpoint_is_one_line_and_changes_nothing(
 
 @pytest.mark.slow  # two runs and three refused starts in subprocesses: make test-slow
 def test_a_resume_from_weights_of_another_model_is_one_line_and_changes_nothing(tmp_path):
-    """resume_from a classifier's checkpoint into I-JEPA, and resume=true over a last.ckpt
+    """resume_from a ResNet's checkpoint into the default job's ViT, and resume=true over a last.ckpt
     replaced by it: each one line naming the key, exit 2, before any file of the run changes
     (Lightning's strict load failed later, after the CSV was cut back and meta.json had a
     new start)."""
     logs = tmp_path / "logs"
-    classifier = ["experiment=digits_classifier", *(o for o in JOB if "encoder" not in o)]
-    for name, job in (("foreign", classifier), ("r", JOB)):
+    resnet = ["experiment=vicreg_digits_resnet", *(o for o in JOB if "encoder" not in o)]
+    for name, job in (("foreign", resnet), ("r", JOB)):
         done = run_cli("train.py", *job, f"paths.log_dir={logs}", f"run_name={name}", cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-2000:]
     foreign = logs / "train" / "runs" / "foreign" / "checkpoints" / "last.ckpt"

@@ -3,7 +3,7 @@
 import shutil
 
 import pytest
-from conftest import run_cli, run_in_process
+from conftest import EXPERIMENTS, run_cli, run_in_process
 from omegaconf import OmegaConf
 
 import trainlab.commands
@@ -168,9 +168,10 @@ def test_eval_and_init_from_refuse_a_planted_config_in_one_line(finished_run, tm
     try:
         argv = ["eval.py", f"ckpt_path={ckpt}", f"paths.log_dir={tmp_path / 'logs'}"]
         assert run_in_process(trainlab.eval.main, argv, mp) == 2
-        argv = ["train.py", "experiment=linear_probe", f"model.init_from={ckpt}",
-                f"paths.log_dir={tmp_path / 'logs'}", "trainer.max_epochs=1"]  # fmt: skip
-        assert run_in_process(trainlab.commands.train_command, argv, mp) == 2
+        if "linear_probe" in EXPERIMENTS:  # the classifier part's model.init_from
+            argv = ["train.py", "experiment=linear_probe", f"model.init_from={ckpt}",
+                    f"paths.log_dir={tmp_path / 'logs'}", "trainer.max_epochs=1"]  # fmt: skip
+            assert run_in_process(trainlab.commands.train_command, argv, mp) == 2
     finally:
         mp.undo()
     assert not victim.exists() and "this" not in sys.modules
@@ -179,6 +180,8 @@ def test_eval_and_init_from_refuse_a_planted_config_in_one_line(finished_run, tm
 
 @pytest.mark.slow  # 6 s: make test-slow, which CI runs
 def test_init_from_a_run_with_a_planted_target_is_refused_before_a_run_dir(finished_run, tmp_path):
+    if "linear_probe" not in EXPERIMENTS:
+        pytest.skip("model.init_from is the classifier part's, removed")
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
     run = planted(finished_run, tmp_path, "model.encoder", PAYLOADS["os.system"](victim))

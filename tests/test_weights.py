@@ -41,21 +41,3 @@ def test_an_encoder_with_a_cnn_stem_exports_to_timm_given_its_embed_layer(tmp_pa
     reference = timm_loads_strictly(out, enc, embed_layer=patch_embed_layer(8))
     x = torch.randn(2, 1, 28, 28)
     assert torch.allclose(reference.eval()(x), enc.eval()(x), atol=1e-5)
-
-
-def test_a_classifier_checkpoint_gives_its_encoder_to_the_feature_protocol(tmp_path):
-    from conftest import compose_cfg
-    from hydra.utils import instantiate
-
-    from trainlab.evaluation.checkpoint import load_encoder
-
-    cfg = compose_cfg(tmp_path, ["experiment=supervised_vit", "model.net.encoder.depth=1"])
-    classifier = instantiate(cfg.model)
-    with torch.no_grad():
-        classifier.net.encoder.blocks[0].mlp.fc2.bias.add_(1.0)  # not what a fresh init holds
-    path = tmp_path / "classifier.ckpt"
-    torch.save({"state_dict": classifier.state_dict()}, path)
-    # a classifier has no target encoder: the protocol rates its encoder, head left out
-    encoder = load_encoder(cfg.model.net.encoder, str(path), "target_encoder")
-    for key, value in classifier.net.encoder.state_dict().items():
-        assert torch.equal(encoder.state_dict()[key], value), key

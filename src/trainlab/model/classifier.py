@@ -15,7 +15,7 @@ from torchvision.transforms import v2
 
 from trainlab.model.epoch_mean import EpochMean
 from trainlab.optim.fused import fused_by_default
-from trainlab.optim.param_groups import layer_decay_groups
+from trainlab.optim.layer_decay import layer_decay_groups
 from trainlab.optim.schedules import warmup_cosine, warmup_steps
 from trainlab.utils.ranges import Count, NonNegative, PositiveFraction
 
