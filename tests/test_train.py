@@ -19,6 +19,7 @@ from conftest import (
 )
 from omegaconf import OmegaConf
 
+from trainlab.eval import evaluate
 from trainlab.run.training import train
 from trainlab.utils.errors import DataError
 
@@ -200,6 +201,25 @@ def test_every_group_option_runs_and_checkpoints(tmp_path, overrides):
     assert torch.isfinite(torch.tensor(results["metrics"]["train/loss"]))
     if overrides not in (["callbacks=none"], ["debug=fdr"]):
         assert_best_checkpoint(tmp_path / "run")
+
+
+def test_train_then_eval_give_the_same_test_metrics(tmp_path):
+    """The default job's checkpoint through eval.py (mode=test): the same test metrics as the
+    run's own test (the online probe and kNN read the bank the checkpoint holds)."""
+    train_cfg = compose_cfg(tmp_path / "t", [*SHORT, "trainer.max_epochs=2"])
+    train(train_cfg)
+    results = json.loads((tmp_path / "t" / "run" / "metrics.json").read_text())
+    best = results["checkpoints"]["best"]
+    assert Path(best).is_file() and Path(results["checkpoints"]["last"]).is_file()
+    assert results["run"]["global_batch_size"] == train_cfg.data.batch_size
+    assert results["run"]["train_samples_per_s"] > 0
+    eval_cfg = compose_cfg(
+        tmp_path / "e", [f"ckpt_path={best}", "trainer.limit_test_batches=1"], "eval"
+    )
+    metrics = evaluate(eval_cfg)
+    for key in ("test/probe_acc", "test/knn_acc"):
+        assert metrics[key] == pytest.approx(results["metrics"][key], abs=1e-6), key
+    assert (tmp_path / "e" / "run" / "metrics.json").exists()
 
 
 @pytest.mark.slow  # 18 s: make test-slow, which CI runs
