@@ -387,6 +387,7 @@ def connected(server) -> bool:
         return False
 
 
+TIMM_ENCODER = "trainlab.networks.timm_encoder.timm_encoder"
 COPIED = {  # case: (key, node given {port} and {elsewhere}, words of the one line)
     "an endpoint for the user's AWS key": (
         "data", {"_target_": "trainlab.data.imagefolder.ImageFolderDataModule", "root": "s3://bucket/x",
@@ -398,11 +399,12 @@ COPIED = {  # case: (key, node given {port} and {elsewhere}, words of the one li
         "data", {"_target_": "trainlab.data.torchvision_sets.TorchvisionDataModule",
                  "_args_": ["mnist", True], "root": "{elsewhere}"}, "data._args_ gives arguments by position"),
     "weights through an encoder's kwargs": (
-        "model.encoder.zz", {"_target_": "torchvision.models.resnet50", "pretrained": True},
+        "model.encoder.zz", {"_target_": TIMM_ENCODER, "model_name": "resnet18", "pretrained": True},
         "model.encoder.zz.pretrained=True would download weights"),
+    # a class the configs name (so it passes that check), built where no config puts it
     "a foreign class inside the encoder": (
-        "model.encoder.zz", {"_target_": "torchvision.models.resnet50"},
-        "model.encoder.zz._target_=torchvision.models.resnet50 is built into the encoder"),
+        "model.encoder.zz", {"_target_": "torch.optim.AdamW"},
+        "model.encoder.zz._target_=torch.optim.AdamW is built into the encoder"),
 }  # fmt: skip
 
 
@@ -444,7 +446,7 @@ def test_init_from_a_copied_run_takes_no_foreign_class_into_its_encoder(finished
     from trainlab.utils.errors import ConfigError
 
     run = planted(finished_run, tmp_path, "model.encoder.zz",
-                  {"_target_": "torchvision.models.resnet50", "pretrained": True})  # fmt: skip
+                  {"_target_": TIMM_ENCODER, "model_name": "resnet18", "pretrained": True})  # fmt: skip
     cfg = OmegaConf.create({
         "model": {"init_from": str(run / "checkpoints" / "last.ckpt"),
                   "net": {"encoder": {"_target_": "trainlab.networks.vit.ViTEncoder"}}},
