@@ -823,3 +823,59 @@ def test_an_unknown_choice_of_a_model_is_named_with_its_options(tmp_path, monkey
     assert code != 0
     assert_one_clear_line(err, "model.target_norm='batch'", "'layer', 'channel' or 'none'")
     assert not (tmp_path / "logs" / "train" / "runs" / "bad" / "checkpoints").exists()
+
+
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("tokens, dim, heads", [(50, 192, 3), (197, 384, 6), (17, 96, 4)])
+def test_block_flops_formula_matches_torch_flop_counter(tokens, dim, heads, fused):
+    """trainlab.networks.flops against FlopCounterMode, forward and forward + backward (3x),
+    with attention as matmuls and as the CPU's fused kernel (whose formula flops.py adds to
+    the counter: without it, attention counts 0 and the fused case fails)."""
+    from timm.models.vision_transformer import Block
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from trainlab.networks.flops import block_flops
+
+    block = Block(dim, heads, mlp_ratio=4.0)
+    block.attn.fused_attn = fused
+    x = torch.randn(2, tokens, dim, requires_grad=True)
+    with FlopCounterMode(display=False) as forward:
+        y = block(x)
+    with FlopCounterMode(display=False) as backward:
+        y.sum().backward()
+    expected = 2 * block_flops(tokens, dim, 4 * dim)
+    assert forward.get_total_flops() == pytest.approx(expected, rel=0.02)
+    total = forward.get_total_flops() + backward.get_total_flops()
+    assert total == pytest.approx(3 * expected, rel=0.02)
+
+
+def test_patch_embed_flops_formula_matches_torch_flop_counter():
+    """flops.patch_embed_flops against FlopCounterMode for the CNN stem run as convolutions
+    (patches above MATRIX_MAX_PATCH) and for timm's linear embedding, on 2 images."""
+    from timm.layers import PatchEmbed
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from trainlab.networks.flops import patch_embed_flops
+    from trainlab.networks.patch_stem import MATRIX_MAX_PATCH, ConvPatchEmbed
+
+    p = MATRIX_MAX_PATCH + 2
+    for embed in (
+        ConvPatchEmbed(img_size=2 * p, patch_size=p, in_chans=3, embed_dim=32, width=8),
+        PatchEmbed(img_size=2 * p, patch_size=p, in_chans=3, embed_dim=32),
+    ):
+        with FlopCounterMode(display=False) as counted:
+            embed(torch.randn(2, 3, 2 * p, 2 * p))
+        assert counted.get_total_flops() == 2 * 4 * patch_embed_flops(embed)  # 2 images x 4 patches
+
+
+def test_the_cpu_attention_kernel_counts_its_flops():
+    """networks/flops.py gives FlopCounterMode the CPU fused-attention kernel's formula
+    (torch_internals.CPU_FLASH_ATTENTION): without it attention counts 0 on a CPU."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from trainlab.networks import flops  # noqa: F401  (registers the CPU attention formulas)
+
+    q = torch.randn(1, 2, 4, 8)
+    with FlopCounterMode(display=False) as counter:
+        F.scaled_dot_product_attention(q, q, q)
+    assert counter.get_total_flops() == 2 * 2 * (2 * 4 * 4 * 8)  # QK^T and PV, 2 heads

@@ -1,14 +1,12 @@
-"""The ViT encoder and the predictor: shapes, timm compatibility, token selection."""
+"""The ViT encoder: shapes, timm compatibility, token selection."""
 
 import subprocess
 import sys
 
-import pytest
 import timm
 import torch
 
 from trainlab.networks.patch_stem import PatchCNN
-from trainlab.networks.predictor import Predictor
 from trainlab.networks.vit import ViTEncoder
 
 
@@ -71,62 +69,6 @@ def test_activation_checkpointing_gives_the_same_gradients():
     for a, b in zip(plain.parameters(), ckpt.parameters(), strict=True):
         if a.grad is not None:
             assert torch.allclose(a.grad, b.grad, atol=1e-5)
-
-
-def test_predictor_predicts_each_target_block_separately():
-    torch.manual_seed(0)
-    pred = Predictor(grid=(8, 8), embed_dim=64, pred_dim=32, depth=2, num_heads=4).eval()
-    context, context_idx = torch.randn(2, 20, 64), torch.randint(0, 64, (2, 20))
-    targets = torch.randint(0, 64, (2, 3, 5))
-    out = pred(context, context_idx, targets)
-    assert out.shape == (2, 3, 5, 64)
-    # Block 0's prediction does not depend on block 1's positions.
-    moved = targets.clone()
-    moved[:, 1] = (moved[:, 1] + 7) % 64
-    assert torch.allclose(pred(context, context_idx, moved)[:, 0], out[:, 0], atol=1e-5)
-
-
-@pytest.mark.parametrize("fused", [False, True])
-@pytest.mark.parametrize("tokens, dim, heads", [(50, 192, 3), (197, 384, 6), (17, 96, 4)])
-def test_block_flops_formula_matches_torch_flop_counter(tokens, dim, heads, fused):
-    """trainlab.networks.flops against FlopCounterMode, forward and forward + backward (3x),
-    with attention as matmuls and as the CPU's fused kernel (whose formula flops.py adds to
-    the counter: without it, attention counts 0 and the fused case fails)."""
-    from timm.models.vision_transformer import Block
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from trainlab.networks.flops import block_flops
-
-    block = Block(dim, heads, mlp_ratio=4.0)
-    block.attn.fused_attn = fused
-    x = torch.randn(2, tokens, dim, requires_grad=True)
-    with FlopCounterMode(display=False) as forward:
-        y = block(x)
-    with FlopCounterMode(display=False) as backward:
-        y.sum().backward()
-    expected = 2 * block_flops(tokens, dim, 4 * dim)
-    assert forward.get_total_flops() == pytest.approx(expected, rel=0.02)
-    total = forward.get_total_flops() + backward.get_total_flops()
-    assert total == pytest.approx(3 * expected, rel=0.02)
-
-
-def test_patch_embed_flops_formula_matches_torch_flop_counter():
-    """flops.patch_embed_flops against FlopCounterMode for the CNN stem run as convolutions
-    (patches above MATRIX_MAX_PATCH) and for timm's linear embedding, on 2 images."""
-    from timm.layers import PatchEmbed
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from trainlab.networks.flops import patch_embed_flops
-    from trainlab.networks.patch_stem import MATRIX_MAX_PATCH, ConvPatchEmbed
-
-    p = MATRIX_MAX_PATCH + 2
-    for embed in (
-        ConvPatchEmbed(img_size=2 * p, patch_size=p, in_chans=3, embed_dim=32, width=8),
-        PatchEmbed(img_size=2 * p, patch_size=p, in_chans=3, embed_dim=32),
-    ):
-        with FlopCounterMode(display=False) as counted:
-            embed(torch.randn(2, 3, 2 * p, 2 * p))
-        assert counted.get_total_flops() == 2 * 4 * patch_embed_flops(embed)  # 2 images x 4 patches
 
 
 def test_networks_import_no_lightning_and_nothing_above_them():

@@ -29,6 +29,8 @@ NEEDS = {
     "memory fit": {"I-JEPA"},
     "mask picture": {"I-JEPA"},
     "Optuna sweeper": {"run tables", "classifier"},
+    "I-JEPA": {"predictor"},
+    "MAE": {"predictor"},
 }
 
 

@@ -4,7 +4,7 @@ can report TFLOP/s and MFU.
 torch.utils.flop_counter (and Lightning's measure_flops) count by running the model once
 per shape; I-JEPA's context and target lengths change every step with the masks, so that
 would be a counting pass per step. A block's FLOPs are a formula in its token count, and so
-are the patch embedding's per token; tests/test_models.py checks both against
+are the patch embedding's per token; tests/test_ijepa.py checks both against
 FlopCounterMode. Norms, softmax and GELU are left out, as MFU is usually counted.
 """
 
