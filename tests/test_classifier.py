@@ -1,5 +1,5 @@
 """The classifier part: supervised training, the linear probe and fine-tuning with layer-wise LR
-decay (model/classifier.py, networks/encoder_classifier.py, optim/layer_decay.py)."""
+decay (model/classifier.py, networks/encoder_classifier.py)."""
 
 import json
 from functools import partial
