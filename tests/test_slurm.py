@@ -187,10 +187,7 @@ def test_a_launcher_slurm_sweep_with_a_preempted_job_finishes_both(tmp_path, clu
     )  # fmt: skip
     try:
         until(lambda: Path(f"{marker}.0.0").exists(), "job 0 to reach step 2")
-        jobs = subprocess.run(
-            ["squeue", "--noheader", "--format", "%i"], capture_output=True, text=True
-        ).stdout.split()
-        (first,) = [j for j in jobs if j.endswith("_0")]
+        (first,) = [j for j in jobs_queued_from(tmp_path) if j.endswith("_0")]
         preempt(first, "USR2", [Path(f"{marker}.0.0")])
         out, err = swept.communicate(timeout=600)
     finally:
@@ -213,14 +210,18 @@ def test_a_job_slurm_refuses_is_one_line_and_leaves_nothing(tmp_path, cluster):
     message stay off the console."""
     args = ["-m", "launcher=slurm", *JOB, "seed=1,2", f"paths.log_dir={tmp_path}/logs",
             "hydra.launcher.partition=no_such_partition", "hydra.launcher.cpus_per_task=1"]  # fmt: skip
-    before = state_of_queue()
     refused = run_cli("train.py", *args, cwd=tmp_path, env=ENV, timeout=120)
     assert refused.returncode == 2, refused.stderr[-3000:]
     lines = refused.stderr.strip().splitlines()
     assert [line for line in lines if "sbatch" in line] == [lines[-1]], lines
     assert lines[-1].startswith("error: SLURM refused the job") and "partition" in lines[-1]
-    assert not list((tmp_path / "logs").rglob("*.*")) and state_of_queue() == before
+    assert not list((tmp_path / "logs").rglob("*.*")) and jobs_queued_from(tmp_path) == []
 
 
-def state_of_queue() -> str:
-    return subprocess.run(["squeue", "--noheader"], capture_output=True, text=True).stdout
+def jobs_queued_from(directory: Path) -> list[str]:
+    """The queued jobs submitted from `directory`: other tests' jobs share the cluster."""
+    queue = subprocess.run(
+        ["squeue", "--noheader", "--format", "%i %Z"], capture_output=True, text=True
+    ).stdout
+    return [job for job, workdir in (line.split(maxsplit=1) for line in queue.splitlines())
+            if Path(workdir).is_relative_to(directory)]  # fmt: skip
