@@ -192,6 +192,7 @@ def test_a_launcher_slurm_sweep_with_a_preempted_job_finishes_both(tmp_path, clu
         out, err = swept.communicate(timeout=600)
     finally:
         swept.kill()
+        leave_the_queue(tmp_path)
     assert swept.returncode == 0, out[-2000:] + err[-3000:]
     log = (sweep / "0" / "train.log").read_text()
     assert "Requeued job" in log and f"resuming from {sweep}/0/checkpoints/last.ckpt" in log
@@ -225,3 +226,11 @@ def jobs_queued_from(directory: Path) -> list[str]:
     ).stdout
     return [job for job, workdir in (line.split(maxsplit=1) for line in queue.splitlines())
             if Path(workdir).is_relative_to(directory)]  # fmt: skip
+
+
+def leave_the_queue(directory: Path) -> None:
+    """Jobs submitted from `directory` cancelled and gone: submitit returns a job's result
+    while SLURM still runs the job's last seconds."""
+    if jobs := jobs_queued_from(directory):
+        subprocess.run(["scancel", *jobs], timeout=30)
+        until(lambda: not jobs_queued_from(directory), "the jobs to leave the queue", 120)
