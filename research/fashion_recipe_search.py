@@ -87,6 +87,11 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
         "lejepa_fashion",
         ["model.sigreg_weight=0.05", "model.optimizer.lr=5e-4", "trainer.max_epochs=2"],
     ),
+    # The top of the paper's range for the weight (about 0.01 to 0.1): 0.1.
+    "lejepa_sigreg_0.1": (
+        "lejepa_fashion",
+        ["model.sigreg_weight=0.1", "model.optimizer.lr=5e-4", "trainer.max_epochs=2"],
+    ),
     # Twice the peak LR, 1e-3 (the warm-up is 0.3 epochs).
     "lejepa_lr_1e-3": (
         "lejepa_fashion",
