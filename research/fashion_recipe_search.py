@@ -78,9 +78,9 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     # not assumed.
     "vicreg_resnet_lr_3e-4": ("vicreg_fashion_resnet", ["model.optimizer.lr=3e-4"]),
     # LeJEPA as the table first ran it: the paper's loss, stable-pretraining's SIGReg weight
-    # 0.02, peak LR 5e-4, 2 epochs (its row reads kNN 8.9 to 9.7 below the pixels on test).
+    # 0.02, peak LR 5e-4, 2 epochs (that row read kNN 8.9 to 9.7 below the pixels on test).
     "lejepa_first": ("lejepa_fashion", [*LEJEPA, "trainer.max_epochs=2"]),
-    # The lever of I-JEPA and MAE: more epochs, 3 in place of 2 (about 20 minutes).
+    # The lever of I-JEPA and MAE: more epochs, 3 in place of 2 (about 16 minutes).
     "lejepa_epochs_3": ("lejepa_fashion", [*LEJEPA, "trainer.max_epochs=3"]),
     # SIGReg pulls harder toward the isotropic Gaussian: weight 0.05 in place of 0.02.
     "lejepa_sigreg_0.05": (
