@@ -17,7 +17,7 @@ OLDEST_STAMP := $(OLDEST)/.installed
 # with other method code, which does not change with torch; make test-slow runs them all.
 OLDEST_TESTS := tests/test_ijepa.py tests/test_train.py tests/test_method_kit.py \
 	tests/test_distributed.py tests/test_library_internals.py \
-	$(wildcard tests/test_gpu_check.py tests/test_fsdp.py tests/test_memory_fit.py)
+	$(wildcard tests/test_compile.py tests/test_gpu_check.py tests/test_fsdp.py tests/test_memory_fit.py)
 OLDEST_SELECT := compile or inductor or trace or fsdp or memory_fit or library_internals \
 	or gpu_check or (method_kit and (equal_one_process or covers_every_family \
 	or ijepa_digits] or dino_digits_resnet]))

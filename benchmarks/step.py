@@ -13,7 +13,6 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from trainlab.callbacks.cpu_bf16_attention import write_attention_out
 from trainlab.utils.seeding import step_generator
 
 
@@ -98,11 +97,13 @@ def loop_rate(
     model.train()
     images, labels = images.to(device), labels.to(device)
     if reference or (bf16 and not fused_attention and device == "cpu"):
-        write_attention_out(model)
+        for module in model.modules():  # timm's written-out softmax(q k^T) v
+            if getattr(module, "fused_attn", False):
+                module.fused_attn = False
     if reference:  # the reference runs the predictor's last block on every row
         model.predictor.all_rows_in_last_block = True
     if compiled:
-        from trainlab.model.compile import compile_networks
+        from trainlab.compiler.regional import compile_networks
 
         compile_networks(model)
     optimizer = model.configure_optimizers()  # fused AdamW: trainlab's default (optim/fused.py)

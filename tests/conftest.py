@@ -187,6 +187,14 @@ def run_in_process(main, argv: list[str], monkeypatch) -> int:
         GlobalHydra.instance().clear()
 
 
+def train_in_process(monkeypatch, tmp_path, *overrides: str) -> int:
+    """``python train.py <overrides> paths.log_dir=<tmp_path>`` in this process: its exit code."""
+    from trainlab.commands import train_command
+
+    argv = ["train.py", *overrides, f"paths.log_dir={tmp_path}"]
+    return run_in_process(train_command, argv, monkeypatch)
+
+
 def logged_series(run_dir: Path, key: str) -> list[float]:
     """Every value the CSV logger wrote for ``key`` in a run dir, in step order."""
     (path,) = run_dir.rglob("metrics.csv")

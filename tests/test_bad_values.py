@@ -184,10 +184,15 @@ ROWS = [
 
 
 def part_is_there(row: tuple[str, str]) -> bool:
-    """A part's rows (experiment=vae_digits, memory_fit.*) while it is there (docs/fork.md):
-    its experiments, or the config group its optional default adds."""
+    """A part's rows (experiment=vae_digits, memory_fit.*, callbacks.progress_bar.*, compile)
+    while it is there (docs/fork.md): its experiments, or the config its optional default adds."""
     group = row[0].split(".")[0]
     if group in ("memory_fit",) and not (CONFIGS / group).is_dir():
+        return False
+    node = row[0].split("=")[0].split(".")  # a callback part's own folder: callbacks/<name>/
+    if node[0] == "callbacks" and not any((CONFIGS / "callbacks").glob(f"{node[1]}*")):
+        return False
+    if node[0] == "compile" and not (CONFIGS / "compiler").is_dir():  # the compile part's key
         return False
     return set(re.findall(r"experiment=(\w+)", row[0])) <= set(EXPERIMENTS)
 

@@ -334,7 +334,7 @@ def test_compiled_steps_match_eager_in_bf16_and_stop_recompiling_after_warm_up(t
     bf16 tolerance, and no new graph after the first 3 steps."""
     import copy
 
-    from trainlab.model.compile import compile_networks
+    from trainlab.compiler.regional import compile_networks
     from trainlab.utils.seeding import step_generator
 
     torch.compiler.reset()
@@ -356,24 +356,6 @@ def test_compiled_steps_match_eager_in_bf16_and_stop_recompiling_after_warm_up(t
         torch.testing.assert_close(losses[1], losses[0], rtol=2e-2, atol=1e-3)
     assert len(mask_counts(eager, 20)) > 2  # the steps really had different counts
     assert torch_internals.unique_graphs() == graphs
-
-
-def test_inductor_workarounds_follow_the_torch_release():
-    """Each flag is set on the releases that need it and left alone on the others."""
-    from trainlab.model.compile import apply_inductor_workarounds
-
-    config = torch_internals.inductor_config()
-    both = {"triton.coalesce_tiling_analysis": True, "triton.mix_order_reduction": True}
-    # 256-bit C++ kernels where the CPU has 512-bit ones (their NaN), whatever the release
-    cpu = {"cpp.simdlen": 256} if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else {}  # fmt: skip
-    with config.patch({**both, "cpp.simdlen": None}):  # torch's own patch: restored afterwards
-        assert apply_inductor_workarounds((2, 11)) == dict.fromkeys(both, False) | cpu
-        assert not config.triton.coalesce_tiling_analysis
-        assert not config.triton.mix_order_reduction
-        assert config.cpp.simdlen == cpu.get("cpp.simdlen")
-        config.triton.coalesce_tiling_analysis = True
-        assert apply_inductor_workarounds((2, 15)) == {"triton.mix_order_reduction": False} | cpu
-        assert config.triton.coalesce_tiling_analysis  # fixed in 2.12: left as it was
 
 
 def test_run_stats_rates_are_work_over_time():
@@ -579,34 +561,6 @@ def test_stochastic_depth_regularises_the_context_encoder_never_the_targets(tmp_
         assert not torch.equal(model.encoder(images), model.encoder(images))
 
 
-def test_bf16_on_a_cpu_writes_attention_out_and_float32_keeps_it_fused(tmp_path):
-    """callbacks.cpu_bf16_attention: every attention layer of encoder, target and predictor
-    switches in a bf16 run on a CPU (torch's fused CPU backward is slow in bf16), under bf16
-    autocast or FSDP's bf16 parameters; none in float32."""
-    from types import SimpleNamespace
-
-    from trainlab.callbacks.cpu_bf16_attention import CpuBf16Attention
-
-    def fused_flags(model):
-        return [m.fused_attn for m in model.modules() if hasattr(m, "fused_attn")]
-
-    from torch.distributed.fsdp import MixedPrecisionPolicy
-
-    def trainer(precision: str, param_dtype=None):
-        policy = MixedPrecisionPolicy(param_dtype=param_dtype)
-        return SimpleNamespace(precision=precision, strategy=SimpleNamespace(mp_policy=policy))
-
-    for bf16 in (trainer("bf16-mixed"), trainer("32-true", torch.bfloat16)):  # autocast, FSDP's
-        model, _ = tiny_ijepa(tmp_path)
-        assert len(fused_flags(model)) == 3 and all(
-            fused_flags(model)
-        )  # encoder, target, predictor
-        CpuBf16Attention().on_fit_start(trainer("32-true"), model)
-        assert all(fused_flags(model))
-        CpuBf16Attention().on_fit_start(bf16, model)
-        assert not any(fused_flags(model))
-
-
 @pytest.mark.slow  # 8 s of dynamo tracing; make test-oldest runs it too: make test-slow, which CI runs
 def test_compile_traces_each_block_once_for_every_layer_and_every_mask_count(tmp_path):
     """compile=true with the paper's masks: each network's blocks are compiled one at a time
@@ -614,7 +568,7 @@ def test_compile_traces_each_block_once_for_every_layer_and_every_mask_count(tmp
     context and target counts no graph is added after the first 3, and a network three
     times as deep adds no graph. dynamo's counters, through a recording backend that runs
     the graphs eagerly: dynamo's tracing and guards, without inductor's minutes on a CPU."""
-    from trainlab.model.compile import compile_networks
+    from trainlab.compiler.regional import compile_networks
     from trainlab.utils.seeding import step_generator
 
     images = torch.randn(8, 1, 32, 32)
@@ -654,7 +608,7 @@ def test_rank_consistency_checksums_the_modules_own_buffers(tmp_path):
 def test_the_saved_activation_probe_runs_eagerly_under_compile(tmp_path):
     """Under compile=true the probe's saved-tensor hooks (the memory estimate's) were traced and recompiled 18 times
     on an H100 (2 minutes before the first step): the probe now adds no graph at all."""
-    from trainlab.model.compile import compile_networks
+    from trainlab.compiler.regional import compile_networks
     from trainlab.model.saved_activations import saved_activation_bytes
 
     torch.compiler.reset()

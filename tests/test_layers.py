@@ -12,7 +12,7 @@ FLOORS = [
     ["networks", "losses"],
     ["evaluation"],
     ["model"],
-    ["callbacks", "logger", "strategy", "trainer", "memory_fit"],
+    ["callbacks", "logger", "strategy", "trainer", "memory_fit", "compiler"],
     ["run", "checks"],  # run/ calls check(cfg); the checks read run dirs and batch sizes
     ["commands", "eval", "runs", "trainlab"],  # entry points, the package
 ]

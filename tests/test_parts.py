@@ -29,7 +29,7 @@ NEEDS = {
     "memory fit": {"I-JEPA"},
     "mask picture": {"I-JEPA"},
     "Optuna sweeper": {"run tables", "classifier"},
-    "I-JEPA": {"predictor"},
+    "I-JEPA": {"predictor", "torch.compile"},
     "MAE": {"predictor"},
 }
 

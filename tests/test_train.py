@@ -330,52 +330,6 @@ def test_resume_continues_the_run_in_its_own_dir(tmp_path, monkeypatch, capfd):
     assert "resume: trainer.max_epochs: 1 -> 2" in (run_dir / "train.log").read_text()
 
 
-@pytest.mark.slow  # 2 ranks, each compiling I-JEPA's blocks: about 2 minutes
-def test_compile_on_two_ranks_in_bf16_keeps_a_clean_console_and_plain_checkpoint_keys(tmp_path):
-    """compile=true under DDP and bf16-mixed, as a GPU run is configured: no warning on the
-    console (torch's, Lightning's, the model summary's), and the checkpoint keys are the
-    plain ones (torch.compile(net) would prefix them with _orig_mod.)."""
-    result = run_cli(
-        "train.py", "experiment=ijepa_digits", "compile=true", "trainer.precision=bf16-mixed",
-        "trainer.accelerator=cpu", "trainer.devices=2", "trainer.max_epochs=1",
-        "trainer.limit_train_batches=10", "trainer.log_every_n_steps=5",
-        "trainer.limit_val_batches=2", "test=false", "features.enabled=false",
-        "extras.print_config=false", f"paths.log_dir={tmp_path}", "run_name=compiled",
-        cwd=tmp_path, timeout=600,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    console = result.stdout + result.stderr
-    for word in ("Warning", "warn", "recommended", "Traceback", "W1", "not supported"):
-        assert word not in console, console[-3000:]
-    ckpt = tmp_path / "train" / "runs" / "compiled" / "checkpoints" / "last.ckpt"
-    keys = torch.load(ckpt, weights_only=True)["state_dict"]
-    assert keys and not any("_orig_mod" in k for k in keys)
-
-
-def test_the_progress_line_ends_at_max_steps_when_they_stop_the_run_first(capsys):
-    """With max_steps before max_epochs, the plain progress line counts steps and its ETA
-    reaches 0 at the last step, instead of promising the remaining 299 epochs."""
-    import lightning as L
-    from lightning.pytorch.demos.boring_classes import BoringModel
-
-    from trainlab.callbacks.progress import LineProgressBar
-
-    trainer = L.Trainer(
-        max_epochs=300,
-        max_steps=4,
-        limit_val_batches=0,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_model_summary=False,
-        callbacks=[LineProgressBar(lines_per_epoch=64)],  # a line after every batch
-    )
-    trainer.fit(BoringModel())
-    last = [line for line in capsys.readouterr().out.splitlines() if line.startswith("epoch")][-1]
-    assert last.startswith("epoch 1/300 | batch 4/") and "| step 4/4 |" in last
-    assert last.endswith("ETA 0m00s"), last
-
-
 def test_a_shortened_recipe_warns_that_its_last_epochs_are_not_validated(tmp_path, caplog):
     """vicreg_mnist validates every 5 epochs: cut to 3, it would end without a val/probe_acc."""
     from trainlab.checks.config import warn_unvalidated_epochs

@@ -45,7 +45,7 @@ def run_blocks(
     compute). Encoder and predictor share it.
 
     The token count is marked dynamic for torch.compile: I-JEPA's and MAE's masks change it
-    every step, and one graph of each block then serves every count (model/compile.py)."""
+    every step, and one graph of each block then serves every count (compiler/regional.py)."""
     if not torch.compiler.is_compiling():  # marking is for the caller of a compiled region
         torch_internals.maybe_mark_dynamic(x, 1)
     for block in blocks:

@@ -10,6 +10,7 @@ a child rank through run/child_rank.py; a test or a notebook calls it with a com
 
 import time
 
+import hydra
 import lightning as L
 import torch.distributed as dist
 from omegaconf import DictConfig, OmegaConf
@@ -17,7 +18,6 @@ from omegaconf import DictConfig, OmegaConf
 from trainlab.checks import check
 from trainlab.checks.placement import continue_command
 from trainlab.data.image_files import pin_measured
-from trainlab.model.compile import compile_networks
 from trainlab.model.self_supervised import SelfSupervised
 from trainlab.run import run_dir as rundir
 from trainlab.run.checkpoint_config import adopt_checkpoint_shape
@@ -53,8 +53,8 @@ def train(cfg: DictConfig) -> float | None:
     devices = getattr(trainer.strategy, "parallel_devices", None) or [trainer.strategy.root_device]
     if trainer.is_global_zero:
         rundir.record_start(run_dir, trainer.world_size, devices)
-    if cfg.get("compile"):
-        compile_networks(model)
+    if cfg.get("compile"):  # the compile part's function (configs/compiler/)
+        hydra.utils.instantiate(cfg.compiler)(model)
     if cfg.get("resume") and trainer.is_global_zero:  # before a logger writes: TensorBoard's
         # writer takes the step to hide from when it is made. No checkpoint: every row goes.
         resumed_at = rundir.resume_checkpoint(run_dir)

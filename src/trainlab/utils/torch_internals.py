@@ -65,7 +65,7 @@ def is_compiled(module: torch.nn.Module) -> bool:
 
 
 def inductor_config():
-    """``torch._inductor.config``: the flags model/compile.py sets per torch version."""
+    """``torch._inductor.config``: the flags compiler/regional.py sets per torch version."""
     import torch._inductor.config as config
 
     return config

@@ -1,0 +1,2 @@
+"""The compile part (docs/parts/compile.md): ``compile=true`` compiles each network's repeated
+layer once (``regional.py``)."""
