@@ -111,6 +111,9 @@ ROWS = [
     ("experiment=digits_classifier model.label_smoothing=1.5", "label_smoothing"),
     # types the config gives a key, held on the command line (checks/override_types.py)
     ("compile=maybe", "compile takes true or false"),
+    ("~compiler +compile=true", "compile=true needs the compile part's compiler node"),
+    # a config group given null: Hydra's ValueError, said in one line (checks/hydra_errors.py)
+    ("data=null", "data=null is not an option of data: give one by name"),
     ("matmul_precision=fast", "matmul_precision='fast' is not valid: give one of highest"),
     # a run that fits its device no way, before its run dir (the memory fit part)
     ("memory_fit.device_gib=0.0001", "does not fit (0.0001 GiB less memory_fit.margin"),
@@ -189,10 +192,10 @@ def part_is_there(row: tuple[str, str]) -> bool:
     group = row[0].split(".")[0]
     if group in ("memory_fit",) and not (CONFIGS / group).is_dir():
         return False
-    node = row[0].split("=")[0].split(".")  # a callback part's own folder: callbacks/<name>/
+    node = row[0].split()[0].split("=")[0].lstrip("~+").split(".")  # the first override's key
     if node[0] == "callbacks" and not any((CONFIGS / "callbacks").glob(f"{node[1]}*")):
-        return False
-    if node[0] == "compile" and not (CONFIGS / "compiler").is_dir():  # the compile part's key
+        return False  # a callback part's folder: callbacks/<name>/
+    if node[0] in ("compile", "compiler") and not (CONFIGS / "compiler").is_dir():
         return False
     return set(re.findall(r"experiment=(\w+)", row[0])) <= set(EXPERIMENTS)
 

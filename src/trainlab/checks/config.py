@@ -308,6 +308,11 @@ def check_config(
         raise ConfigError(
             f"matmul_precision={matmul!r} is not valid: give one of {', '.join(MATMUL_PRECISIONS)}"
         )
+    if cfg.get("compile") and cfg.get("compiler") is None:  # a fork without the compile part
+        raise ConfigError(
+            "compile=true needs the compile part's compiler node (configs/compiler/, "
+            "docs/parts/compile.md), which this config lacks: pass compile=false"
+        )
     data = cfg.get("data")
     if isinstance(data, DictConfig) and _number(data.get("in_chans")):
         for key in ("mean", "std"):

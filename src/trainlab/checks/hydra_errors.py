@@ -25,6 +25,8 @@ from omegaconf import Container, OmegaConf
 
 from trainlab.utils.errors import UserError, storage_error
 
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+
 # Keys that moved, and where to: Hydra's own "not a key" would suggest a near spelling.
 MOVED = {
     "model.lr": "the peak learning rate is model.optimizer.lr, the warm-up start "
@@ -110,6 +112,16 @@ def one_line_hydra_errors(main: Callable) -> Callable:
             refuse(describe(error, script))
         except UserError as error:  # a sweeper's own check, before its first job
             refuse(str(error), error.exit_code)
+        except ValueError as error:  # Hydra's own check of a config group given null
+            if not str(error).startswith("Config group override must be"):
+                raise
+            nulls = [a.split("=")[0].lstrip("+") for a in sys.argv[1:] if a.endswith("=null")]
+            group = next((k for k in nulls if (CONFIGS / k).is_dir()), "the group")
+            refuse(
+                f"{group}=null is not an option of {group}: give one by name (python "
+                f"{os.path.basename(sys.argv[0])} --help lists them), or ~{group} to leave an "
+                "optional group out"
+            )
         except RuntimeError as error:  # a launcher that cannot start here (srun, sbatch)
             if said := next((s for s in str(error).splitlines() if "sbatch: error" in s), None):
                 refuse(
