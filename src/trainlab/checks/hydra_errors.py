@@ -24,8 +24,7 @@ from hydra.errors import (
 from omegaconf import Container, OmegaConf
 
 from trainlab.utils.errors import UserError, storage_error
-
-CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+from trainlab.utils.source import CONFIGS
 
 # Keys that moved, and where to: Hydra's own "not a key" would suggest a near spelling.
 MOVED = {
@@ -105,10 +104,10 @@ def one_line_hydra_errors(main: Callable) -> Callable:
         if os.environ.get("HYDRA_FULL_ERROR"):  # the user asked for Hydra's full report
             return main(*args, **kwargs)
         os.environ["HYDRA_FULL_ERROR"] = "1"
+        script = os.path.basename(sys.argv[0]) or "train.py"
         try:
             return main(*args, **kwargs)
         except HydraException as error:
-            script = os.path.basename(sys.argv[0]) or "train.py"
             refuse(describe(error, script))
         except UserError as error:  # a sweeper's own check, before its first job
             refuse(str(error), error.exit_code)
@@ -118,9 +117,8 @@ def one_line_hydra_errors(main: Callable) -> Callable:
             nulls = [a.split("=")[0].lstrip("+") for a in sys.argv[1:] if a.endswith("=null")]
             group = next((k for k in nulls if (CONFIGS / k).is_dir()), "the group")
             refuse(
-                f"{group}=null is not an option of {group}: give one by name (python "
-                f"{os.path.basename(sys.argv[0])} --help lists them), or ~{group} to leave an "
-                "optional group out"
+                f"{group}=null is not an option of {group}: give one by name (python {script} "
+                f"--help lists them), or ~{group} to leave an optional group out"
             )
         except RuntimeError as error:  # a launcher that cannot start here (srun, sbatch)
             if said := next((s for s in str(error).splitlines() if "sbatch: error" in s), None):
