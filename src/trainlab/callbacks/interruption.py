@@ -153,6 +153,9 @@ class InterruptionCheckpoint(L.Callback):
         under SLURM rank 0 asks for the requeue, and SLURM stops every rank of this job."""
         if self.requeues == "submitit":
             signum, handler = self._submitit
+            # SLURM's SIGTERM for the requeue, as in requeue_slurm_job: this process is
+            # exiting, and submitit logs the requeue and exits once scontrol returns.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             handler(signum, None)
         elif self.requeues == "SLURM":
             requeue_slurm_job(ask=trainer.is_global_zero)
