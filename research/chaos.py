@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import random
+import shlex
 import signal
 import socket
 import subprocess
@@ -209,7 +210,7 @@ def main():
         )
         args.out.write_text(f"""# Chaos: killed ranks, restarted by torchrun, resumed from checkpoints
 
-Written by `python research/chaos.py {" ".join(sys.argv[1:])}` on {datetime.date.today()}
+Written by `python research/chaos.py {shlex.join(sys.argv[1:])}` on {datetime.date.today()}
 ({platform.machine()}, {os.cpu_count()} cores, no GPU). Job: the default I-JEPA digits
 experiment on 2 CPU ranks (gloo) under `scripts/torchrun.sh` with `MAX_RESTARTS=3`,
 `resume=true`, a step checkpoint every 2 optimizer steps; overrides `{" ".join(JOB + args.set)}`.

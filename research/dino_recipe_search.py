@@ -16,6 +16,7 @@ import argparse
 import csv
 import datetime
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -114,7 +115,7 @@ def main() -> None:
     text = [
         "# DINO recipe search on mnist5k",
         "",
-        f"Written by `python research/dino_recipe_search.py {' '.join(sys.argv[1:])}` on "
+        f"Written by `python research/dino_recipe_search.py {shlex.join(sys.argv[1:])}` on "
         f"{datetime.date.today()}: {cpu_model()}, {os.cpu_count()} CPU cores, torch "
         f"{torch.__version__}, no GPU. Each variant: `experiment=dino_mnist "
         f"trainer.max_epochs={EPOCHS}` plus its overrides, seed {args.seed}; linear and kNN are "

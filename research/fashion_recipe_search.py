@@ -17,6 +17,7 @@ import argparse
 import datetime
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -183,7 +184,7 @@ def write(seeds: list[int]) -> None:
         "# Fashion-MNIST recipe search (validation split only)",
         "",
         "Written by `python research/fashion_recipe_search.py` "
-        f"(last call: `{' '.join(sys.argv[1:]) or 'no arguments'}`). Where each row ran: {where}. "
+        f"(last call: `{shlex.join(sys.argv[1:]) or 'no arguments'}`). Where each row ran: {where}. "
         "val kNN: DINO's kNN (k=20) of the frozen features on the 6,000 validation images, the "
         "54,000 training images as bank, the better view on val (in brackets); `- pixels`: "
         "minus the raw pixels' val kNN on the same splits. Online val probe and RankMe: the "

@@ -27,6 +27,7 @@ import datetime
 import functools
 import json
 import os
+import shlex
 import statistics
 import sys
 from pathlib import Path
@@ -374,7 +375,7 @@ def write(seeds: list[int], best: str | None, given: bool = False) -> None:
         "# Fashion-MNIST: every family frozen, beside its baselines",
         "",
         "Written by `python research/fashion_results.py` from the runs and scores it has "
-        f"cached (last call: `{' '.join(sys.argv[1:]) or 'no arguments'}`) on "
+        f"cached (last call: `{shlex.join(sys.argv[1:]) or 'no arguments'}`) on "
         f"{datetime.date.today()}: {cpu_model()}, {os.cpu_count()} CPU cores, torch "
         f"{torch.__version__}, no GPU; pre-training in {', '.join(precisions) or '-'}. Test split "
         "(10,000 images), mean ± std over the seeds each row has. Frozen rows: the protocol of "

@@ -28,6 +28,7 @@ import argparse
 import datetime
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -319,7 +320,7 @@ def methods_only(dataset: str, seeds: list[int], section: list[str], rows: list[
             f"{row}: `python train.py experiment={METHODS[row][dataset]}`, {trained}pre-training "
             f"{fmt([m for _, m, _ in runs])} min in {runs[0][2]}, seeds "
             f"{', '.join(map(str, seeds))} ({datetime.date.today()}, {os.cpu_count()}-core "
-            f"{cpu_model()}; `python research/ijepa_results.py {' '.join(sys.argv[1:])}`)."
+            f"{cpu_model()}; `python research/ijepa_results.py {shlex.join(sys.argv[1:])}`)."
         )
         section = put_lines(section, [line, per], after="I-JEPA context encoder")
         notes = [i for i, old in enumerate(section) if old.startswith(f"{row}: `")]
@@ -367,7 +368,7 @@ def main() -> None:
     text = [
         "# I-JEPA against its baselines, frozen and trained",
         "",
-        f"Written by `python research/ijepa_results.py {' '.join(sys.argv[1:])}` on "
+        f"Written by `python research/ijepa_results.py {shlex.join(sys.argv[1:])}` on "
         f"{datetime.date.today()}: {cpu_model()}, {os.cpu_count()} CPU cores, "
         f"torch {torch.__version__}, no GPU. Test split; mean ± std over seeds "
         f"{', '.join(map(str, args.seeds))}. Frozen rows: the protocol of `eval.py mode=features` "

@@ -13,6 +13,7 @@ continues where it stopped.
 import argparse
 import datetime
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -91,7 +92,7 @@ def main() -> None:
     text = [
         f"# {title}",
         "",
-        f"Written by `python research/side_by_side.py {' '.join(sys.argv[1:])}` on "
+        f"Written by `python research/side_by_side.py {shlex.join(sys.argv[1:])}` on "
         f"{datetime.date.today()}: {cpu_model()}, {os.cpu_count()} CPU cores, torch "
         f"{torch.__version__}, no GPU. {commands}; seeds {args.seeds}, run one after the "
         "other on the same machine; mean ± std over seeds of the run's end-of-run "

@@ -14,6 +14,7 @@ to redo it), so the search can be stopped and continued.
 import argparse
 import datetime
 import os
+import shlex
 import statistics
 import sys
 from pathlib import Path
@@ -114,7 +115,7 @@ def main() -> None:
     text = [
         "# VICReg recipe search on mnist5k",
         "",
-        f"Written by `python research/vicreg_recipe_search.py {' '.join(sys.argv[1:])}` on "
+        f"Written by `python research/vicreg_recipe_search.py {shlex.join(sys.argv[1:])}` on "
         f"{datetime.date.today()}: {cpu_model()}, {os.cpu_count()} CPU cores, torch "
         f"{torch.__version__}, no GPU. Each variant: `experiment=vicreg_mnist "
         f"trainer.max_epochs={EPOCHS}` plus its overrides, seeds {args.seeds}; linear and kNN "
