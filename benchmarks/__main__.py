@@ -80,7 +80,7 @@ eager and with `compile=true`, on FakeData so that loading is not what is timed,
 `train/samples_per_s`, `train/tokens_per_s`, `train/tflops_per_s` and `train/mfu` from the
 run's logged intervals after the first (start-up and compilation). MFU is per device,
 against the GPU's dense bf16 peak (Lightning's table, corrected for the H200 in
-trainlab.callbacks.run_stats; `peak_tflops=<TFLOP/s>` for a GPU neither knows). It then
+the throughput part, docs/parts/throughput.md; `peak_tflops=<TFLOP/s>` for a GPU neither knows). It then
 runs I-JEPA's step table (benchmarks/ijepa.md) on the GPU at ViT-B/16, 224 px, batch 64. The file says which
 GPU and torch wrote it.
 """

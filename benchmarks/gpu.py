@@ -667,7 +667,7 @@ Machine: {machine()}.
 
 The paper's encoder (ViT-H/14 at 224 px, predictor 12 x 384, 4 targets, the paper's masks)
 in bf16-mixed on data=synthetic (uint8 images, no decode: the loader cannot bound it),
-batch 128, rates logged every 20 steps by trainlab.callbacks.run_stats: medians
+batch 128, rates logged every 20 steps by trainlab.callbacks.throughput: medians
 over the logged intervals after the first, which holds start-up and compilation. FLOPs
 are IJEPA.count_work's (the target encoder's forward, the context encoder's forward and
 backward, the predictor's), MFU against the GPU's dense bf16 peak.

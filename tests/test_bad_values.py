@@ -186,16 +186,21 @@ ROWS = [
 ]
 
 
+# Top-level keys a part's config adds, and that config's folder.
+PART_KEYS = {"compile": "compiler", "compiler": "compiler", "peak_tflops": "callbacks/throughput"}
+
+
 def part_is_there(row: tuple[str, str]) -> bool:
-    """A part's rows (experiment=vae_digits, memory_fit.*, callbacks.progress_bar.*, compile)
-    while it is there (docs/fork.md): its experiments, or the config its optional default adds."""
+    """A part's rows (experiment=vae_digits, memory_fit.*, callbacks.progress_bar.*, compile,
+    peak_tflops) while it is there (docs/fork.md): its experiments, or the config its optional
+    default adds."""
     group = row[0].split(".")[0]
     if group in ("memory_fit",) and not (CONFIGS / group).is_dir():
         return False
     node = row[0].split()[0].split("=")[0].lstrip("~+").split(".")  # the first override's key
     if node[0] == "callbacks" and not any((CONFIGS / "callbacks").glob(f"{node[1]}*")):
         return False  # a callback part's folder: callbacks/<name>/
-    if node[0] in ("compile", "compiler") and not (CONFIGS / "compiler").is_dir():
+    if node[0] in PART_KEYS and not (CONFIGS / PART_KEYS[node[0]]).is_dir():
         return False
     return set(re.findall(r"experiment=(\w+)", row[0])) <= set(EXPERIMENTS)
 

@@ -358,50 +358,6 @@ def test_compiled_steps_match_eager_in_bf16_and_stop_recompiling_after_warm_up(t
     assert torch_internals.unique_graphs() == graphs
 
 
-def test_run_stats_rates_are_work_over_time():
-    from trainlab.callbacks.run_stats import RunStats
-
-    rates = RunStats(peak_tflops=2.0).rates(
-        {"samples": 64, "tokens": 1000, "flops": 4e12}, seconds=2.0, world_size=2
-    )
-    assert rates == pytest.approx(
-        {
-            "train/samples_per_s": 32.0,
-            "train/tokens_per_s": 500.0,
-            "train/tflops_per_s": 2.0,
-            "train/mfu": 0.5,  # 1 TFLOP/s per device of a 2 TFLOP/s peak
-        }
-    )
-    assert set(RunStats().rates({"samples": 8, "tokens": 0, "flops": 0}, 1.0, 1)) == {
-        "train/samples_per_s"  # a module that counts no tokens or FLOPs: samples/s only
-    }
-
-
-def test_run_summary_rates_leave_out_the_first_interval(monkeypatch):
-    """Compilation fills the first logged interval: the summary's rates start after it."""
-    from types import SimpleNamespace
-
-    from trainlab.callbacks import run_stats
-
-    clock = iter([0.0, 10.0, 11.0, 12.0, 12.0])  # start, three logged steps, end
-    monkeypatch.setattr(run_stats.time, "perf_counter", lambda: next(clock))
-    trainer = SimpleNamespace(
-        world_size=1,
-        _logger_connector=SimpleNamespace(should_update_logs=True),
-        strategy=SimpleNamespace(root_device=torch.device("cpu")),
-    )
-    module = SimpleNamespace(step_tokens=100, step_flops=0, log_dict=lambda rates: None)
-    stats = run_stats.RunStats()
-    stats.on_train_start(trainer, module)
-    for _ in range(3):
-        stats.on_train_batch_end(trainer, module, None, (torch.zeros(64, 1), None), 0)
-    stats.on_train_end(trainer, module)
-    summary = stats.summary()
-    assert summary["fit_seconds"] == 12.0
-    # the last two steps in the last two seconds, not 3 x 64 samples in 12 seconds
-    assert summary["train_samples_per_s"] == 64.0 and summary["train_tokens_per_s"] == 100.0
-
-
 def test_an_ijepa_run_reports_its_tokens_and_mfu(tmp_path, capsys):
     """I-JEPA counts its tokens and FLOPs (count_work): a run's summary has its throughput
     and, with a peak given, its MFU; every logged interval counts tokens."""
@@ -413,17 +369,6 @@ def test_an_ijepa_run_reports_its_tokens_and_mfu(tmp_path, capsys):
     assert "train tokens/s" in capsys.readouterr().out
     logged = logged_series(tmp_path / "run", "train/tokens_per_s")
     assert logged and all(v > 0 for v in logged)
-
-
-def test_peak_tflops_is_dense_and_finds_the_h200(monkeypatch):
-    """Lightning's table lacks "NVIDIA H200" (it names form factors) and lists its sparse
-    peak; an H100 SXM it knows, at its dense peak."""
-    from trainlab.callbacks import run_stats
-
-    device = torch.device("cuda", 0)
-    for name, peak in [("NVIDIA H200", 989.4), ("NVIDIA H100 80GB HBM3", 989.4)]:
-        monkeypatch.setattr(run_stats.torch.cuda, "get_device_name", lambda d, n=name: n)
-        assert run_stats.peak_tflops(device, torch.bfloat16) == pytest.approx(peak)
 
 
 def test_ijepa_digits_trace_is_bitwise_unchanged(tmp_path):

@@ -23,13 +23,13 @@ SUFFIXES = {".py", ".yaml", ".sh"}
 IMPORTED_TODAY: set[tuple[str, str]] = set()
 #: A part that imports another: it goes with it (its page says so). part -> the parts it needs.
 NEEDS = {
-    "GPU check": {"DDP comm hooks", "memory fit", "I-JEPA"},
+    "GPU check": {"DDP comm hooks", "memory fit", "I-JEPA", "throughput"},
     "DDP comm hooks": {"I-JEPA", "classifier"},
     "FSDP2": {"I-JEPA"},
     "memory fit": {"I-JEPA"},
     "mask picture": {"I-JEPA"},
     "Optuna sweeper": {"run tables", "classifier"},
-    "I-JEPA": {"predictor", "torch.compile"},
+    "I-JEPA": {"predictor", "torch.compile", "throughput"},
     "MAE": {"predictor"},
 }
 

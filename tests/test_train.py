@@ -212,7 +212,7 @@ def test_train_then_eval_give_the_same_test_metrics(tmp_path):
     best = results["checkpoints"]["best"]
     assert Path(best).is_file() and Path(results["checkpoints"]["last"]).is_file()
     assert results["run"]["global_batch_size"] == train_cfg.data.batch_size
-    assert results["run"]["train_samples_per_s"] > 0
+    assert results["run"]["fit_seconds"] > 0
     eval_cfg = compose_cfg(
         tmp_path / "e", [f"ckpt_path={best}", "trainer.limit_test_batches=1"], "eval"
     )
@@ -266,7 +266,6 @@ def test_the_default_job_in_full(tmp_path):
         str(ROOT / "train.py"),
         f"paths.log_dir={tmp_path}",
         "run_name=full",
-        "peak_tflops=0.5",  # a CPU's peak is not known: given, the run reports its MFU
     ]
     env = {"PATH": "/usr/bin:/bin", "WANDB_MODE": "offline", "HOME": str(tmp_path)}
     # make's one thread a process: 2 would spin on the other worker's core
@@ -294,10 +293,6 @@ def test_the_default_job_in_full(tmp_path):
     # No warning of any library on the default job's console, on every torch in range: a new
     # one is read and fixed, or named in run/failures.py's KNOWN_NOISE with its reason.
     assert "Warning" not in console, [line for line in console.splitlines() if "Warning" in line]
-    # VICReg counts no tokens or FLOPs (I-JEPA does: test_ijepa.py): samples/s only
-    run = results["run"]
-    assert run["train_samples_per_s"] > 0 and "train_mfu" not in run
-    assert "train samples/s" in result.stdout and "MFU" not in result.stdout
 
 
 def test_the_default_jobs_trace_is_bitwise_unchanged(tmp_path):

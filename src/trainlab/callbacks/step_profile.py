@@ -7,7 +7,7 @@ kernels where there is one) and writes ``step_profile.json`` to the run dir:
 - ``top``: the kernels (or on a CPU the operators) that took the most time;
 - ``syncs``: on CUDA, every host sync over the same steps
   (``torch.cuda.set_sync_debug_mode("warn")``), counted by the line of trainlab or
-  Lightning that caused it, and per step (logging steps sync by design: run_stats).
+  Lightning that caused it, and per step (logging steps sync by design: throughput.py).
 Part of the GPU check (docs/parts/gpu_check.md): benchmarks/gpu.py adds it by
 ``callbacks=[default,step_profile]``, as any run can; costs nothing outside its steps.
 """

@@ -140,8 +140,8 @@ class IJEPA(SelfSupervised):
         return 0.0
 
     def count_work(self, batch: int, n: int, k: int, m: int, t: int) -> None:
-        """Tokens and FLOPs of this training step, read by RunStats for tokens/s and MFU:
-        the target encoder's forward on all n tokens, the context encoder's forward and
+        """Tokens and FLOPs of this training step, read by the throughput part (tokens/s,
+        MFU): the target encoder's forward on all n tokens, the context encoder's forward and
         backward (x3) on the k context tokens (its patch embedding on all n), and the
         predictor's on m sequences of k + t (its last block's queries, projection and MLP on
         the t target rows alone)."""

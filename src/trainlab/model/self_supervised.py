@@ -196,7 +196,7 @@ class SelfSupervised(L.LightningModule):
         datamodule = self.trainer.datamodule
         if datamodule is not None and hasattr(datamodule, "image_size"):
             # One blank image: Lightning's model summary runs forward on it for its FLOPs
-            # column (the evaluation forward, per image; RunStats counts the steps' FLOPs).
+            # column (the evaluation forward, per image; the throughput part counts steps').
             size = datamodule.image_size
             self.example_input_array = torch.zeros(1, datamodule.in_chans, size, size)
         keep_out_of_buffer_broadcast(self, self.equal_on_every_rank())

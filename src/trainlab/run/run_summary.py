@@ -9,7 +9,7 @@ from omegaconf import DictConfig
 from trainlab.run.fit import pruned_epoch
 from trainlab.run.metrics_file import report
 
-# RunStats' numbers in the run summary (tokens, TFLOP/s and MFU where the module counts them)
+# Callbacks' summary() numbers shown in the run summary, where the callback is there
 SPEED_ROWS = {
     "train_samples_per_s": "train samples/s",
     "train_tokens_per_s": "train tokens/s",

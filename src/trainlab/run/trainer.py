@@ -24,7 +24,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path) -> tuple[L.Trainer, list]:
     """The Trainer with the config's callbacks, loggers and strategy, plus trainlab's own
     (and its loggers). Any callback with a ``summary()`` adds to metrics.json's ``run``
     (run/fit_record.py)."""
-    own = [RunStats(cfg.get("peak_tflops")), CommCounter()]
+    own = [RunStats(), CommCounter()]
     # SeedEachStep always: without it a resumed run would draw other random numbers.
     callbacks = [*instantiate_callbacks(cfg.get("callbacks")), *own, SeedEachStep()]
     loggers = instantiate_loggers(cfg.get("logger"), run_dir)
