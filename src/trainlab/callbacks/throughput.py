@@ -4,11 +4,12 @@ TFLOP/s and MFU.
 Lightning's ThroughputMonitor counts samples and items from the batch alone
 (``batch_size_fn``, ``length_fn``); I-JEPA's token count and FLOPs change every step with
 masks the model draws, which the batch does not hold, so the module reports its own
-(``step_tokens``, ``step_flops``: IJEPA.count_work) and this callback turns them into rates. Rates are logged at the logging interval, over the steps
-since the last log, so a GPU run syncs once per interval, not every step. The run summary
-gets the same numbers from the end of the first logged interval to the end of the fit:
-start-up and compilation are left out (on an H200, compile=true's first 10 steps of ViT-H/14
-took 95 s, and whole-fit MFU read 0.04 where the later intervals read 0.17).
+(``step_tokens``, ``step_flops``: IJEPA.count_work) and this callback turns them into rates.
+Rates are logged at the logging interval, over the steps since the last log, so a GPU run
+syncs once per interval, not every step. The run summary gets the same numbers from the end
+of the first logged interval to the end of the fit: start-up and compilation are left out
+(on an H200, compile=true's first 10 steps of ViT-H/14 took 95 s, and whole-fit MFU read
+0.04 where the later intervals read 0.17).
 """
 
 import time
