@@ -203,6 +203,21 @@ def test_every_group_option_runs_and_checkpoints(tmp_path, overrides):
         assert_best_checkpoint(tmp_path / "run")
 
 
+def test_the_core_times_the_fit_alone(monkeypatch):
+    """run_stats: fit_seconds from the start of training to its end."""
+    from types import SimpleNamespace
+
+    from trainlab.callbacks import run_stats
+
+    clock = iter([10.0, 22.0])  # on_train_start, on_train_end
+    monkeypatch.setattr(run_stats.time, "perf_counter", lambda: next(clock))
+    trainer = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device("cpu")))
+    stats = run_stats.RunStats()
+    stats.on_train_start(trainer, None)
+    stats.on_train_end(trainer, None)
+    assert stats.summary() == {"fit_seconds": 12.0}
+
+
 def test_train_then_eval_give_the_same_test_metrics(tmp_path):
     """The default job's checkpoint through eval.py (mode=test): the same test metrics as the
     run's own test (the online probe and kNN read the bank the checkpoint holds)."""

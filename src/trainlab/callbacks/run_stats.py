@@ -1,9 +1,6 @@
-"""The fit's wall time and, on CUDA, its measured peak memory, for metrics.json's ``run``
-(``fit_seconds``, ``peak_memory_gib``) and the run summary. The time runs from the start of
-training to its end: start-up, the checks and the sanity check are left out. Lightning's
-Timer measures the same span but adds earlier attempts' time from the checkpoint, where a
-resumed run reports its own. Speed is the throughput part's (callbacks/throughput.py).
-"""
+"""The fit's wall time (from the start of training, after the sanity check) and, on CUDA, its
+measured peak memory, for metrics.json's ``run`` and the run summary. Lightning's Timer adds
+earlier attempts' time from the checkpoint; a resumed run here reports its own."""
 
 import time
 
