@@ -5,12 +5,11 @@ helpers it uses; each rank writes what it saw to OUT_DIR/rank<N>.json;
 tests/test_comm_hooks.py asserts on it.
 """
 
-import json
 import sys
 from pathlib import Path
 
 import torch.distributed as dist
-from ddp_harness import Regression, data, trainer
+from ddp_harness import Regression, data, trainer, write_report
 from torch.utils.data import DataLoader
 
 from trainlab.strategy.comm_hooks import CommHookDDPStrategy
@@ -54,8 +53,7 @@ def main(out: Path) -> None:
 
     dist.all_reduce = all_reduce
     report["rank"] = model.global_rank
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"rank{report['rank']}.json").write_text(json.dumps(report))
+    write_report(out, report)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
+import torch.distributed as dist
 from timm.models.vision_transformer import Block
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -150,8 +151,17 @@ def main(out: Path) -> None:
     trainer(DDPStrategy(), max_steps=1, accumulate_grad_batches=2).fit(model, loader(8))
     report["accumulation_diff"] = max_diff(params(model), single_process_step(32))
 
+    write_report(out, report)
+
+
+def write_report(out: Path, report: dict) -> None:
+    """This rank's report to OUT_DIR/rank<N>.json, then the gloo group destroyed: left to
+    interpreter shutdown it can abort the process (SIGABRT, "terminate called without an
+    active exception": pytorch/pytorch#190489), as run/training.py says."""
     out.mkdir(parents=True, exist_ok=True)
     (out / f"rank{report['rank']}.json").write_text(json.dumps(report))
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

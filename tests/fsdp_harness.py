@@ -5,13 +5,12 @@ it uses; each rank writes what it saw to OUT_DIR/rank<N>.json; tests/test_fsdp.p
 on it.
 """
 
-import json
 import sys
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from ddp_harness import Regression, loader, max_diff, params, trainer
+from ddp_harness import Regression, loader, max_diff, params, trainer, write_report
 
 from trainlab.strategy.ddp import DDPStrategy
 from trainlab.strategy.fsdp import FSDPStrategy
@@ -81,8 +80,7 @@ def main(out: Path) -> None:
     report["fsdp_checkpointed_vs_ddp_diff"] = max_diff(results["ddp"], results["fsdp_checkpointed"])
 
     report["rank"] = model.global_rank
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"rank{report['rank']}.json").write_text(json.dumps(report))
+    write_report(out, report)
 
 
 if __name__ == "__main__":
