@@ -53,3 +53,4 @@ if __name__ == "__main__":
         resumed.load_state_dict(torch.load(out / f"{name}.pt", weights_only=True))
         seen[f"after_{name}"] = sample_ids(resumed)
     (out / f"rank{fabric.global_rank}.json").write_text(json.dumps(seen))
+    torch.distributed.destroy_process_group()  # as tests/ddp_harness.py's write_report
