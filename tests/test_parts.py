@@ -1,9 +1,10 @@
 """The parts: each optional capability is a set of paths that docs/fork.md removes in one
-`git rm -r` line, and nothing outside a part imports it or names its modules; the core reaches
-a part only through config (a `_target_`, a callbacks list, a command line). IMPORTED_TODAY
-lists the imports that still cross into a part: it only shrinks, and a part named in it is
-not removable yet. The slow test removes every removable part at once, by its line, in a copy
-of the project, and runs the fast suite that remains there."""
+`git rm -r` line, and nothing outside a part imports it, names its modules or chooses its
+configs; the core reaches a part only through config (a `_target_`, a callbacks list, an
+optional default, a command line). IMPORTED_TODAY lists the imports that still cross into a
+part: it only shrinks, and a part named in it is not removable yet. The slow test removes
+every removable part at once, by its line, in a copy of the project, and runs the fast suite
+that remains there."""
 
 import ast
 import os
@@ -12,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import ROOT, copy_of_the_tree, python_of_the_copy
 
 FORK = ROOT / "docs" / "fork.md"
@@ -88,9 +90,26 @@ def references(path: Path) -> set[str]:
     return set(DOTTED.findall(path.read_text()))
 
 
+def config_files_named(path: Path) -> set[Path]:
+    """The config files a yaml file's defaults list chooses (``- model_checkpoint``,
+    ``- encoder: vit``, ``- override /model: mae``), its ``optional`` entries left out: an
+    optional default is how the core reaches a part's config, and it goes with the part."""
+    text = yaml.safe_load(path.read_text()) if path.suffix == ".yaml" else None
+    found = set()
+    for entry in (text.get("defaults") or []) if isinstance(text, dict) else []:
+        key, option = (entry, entry) if isinstance(entry, str) else next(iter(entry.items()))
+        if key == "_self_" or "optional" in key.split() or not isinstance(option, str):
+            continue
+        group = key.split()[-1].split("@")[0] if isinstance(entry, dict) else ""
+        folder = ROOT / "configs" / group[1:] if group.startswith("/") else path.parent / group
+        found.add(folder / f"{option}.yaml")
+    return found
+
+
 def crossings(extra: tuple[Path, ...] = ()) -> set[tuple[str, str]]:
-    """(file, part) for every file outside a part that imports or names one of its modules;
-    ``extra``: files to scan beside the project's."""
+    """(file, part) for every file outside a part that imports or names one of its modules,
+    or chooses one of its config files in a defaults list; ``extra``: files to scan beside
+    the project's."""
     table = parts()
     owned = {name: files_of(paths) for name, paths in table.items()}
     modules = {name: {m for f in files if (m := module_of(f))} for name, files in owned.items()}
@@ -100,12 +119,14 @@ def crossings(extra: tuple[Path, ...] = ()) -> set[tuple[str, str]]:
         scanned |= {target} if target.is_file() else set(target.rglob("*"))
     found = set()
     for path in [*sorted(p for p in scanned if p.suffix in SUFFIXES and p.is_file()), *extra]:
-        names = references(path)
+        names, configs = references(path), config_files_named(path)
         users = {user for user, files in owned.items() if path in files}
         for name, mods in modules.items():
             if name in users or any(name in NEEDS.get(user, ()) for user in users):
                 continue
-            if any(n == m or n.startswith(m + ".") for n in names for m in mods):
+            if configs & owned[name] or any(
+                n == m or n.startswith(m + ".") for n in names for m in mods
+            ):
                 found.add(
                     (
                         path.relative_to(ROOT).as_posix()
@@ -147,6 +168,23 @@ def test_the_scan_sees_an_import_of_a_part(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text(f"import {module}\n")
     assert (str(probe), name) in crossings((probe,))
+
+
+def test_the_scan_sees_a_part_config_chosen_by_a_defaults_list(tmp_path):
+    """A config outside the part that chooses one of its files in a defaults list is found;
+    the same entry marked ``optional`` is the seam, and is not."""
+    configs = ROOT / "configs"
+    present = [(n, f) for n, paths in parts().items() for f in sorted(files_of(paths))
+               if f.suffix == ".yaml" and f.is_relative_to(configs) and f.parent != configs]  # fmt: skip
+    if not present:
+        pytest.skip("every part's configs are removed")
+    name, config = present[0]
+    group, option = config.parent.relative_to(configs).as_posix(), config.stem
+    chosen, optional = tmp_path / "chosen.yaml", tmp_path / "optional.yaml"
+    chosen.write_text(f"defaults:\n  - override /{group}: {option}\n")
+    optional.write_text(f"defaults:\n  - optional /{group}@_here_: {option}\n")
+    found = crossings((chosen, optional))
+    assert (str(chosen), name) in found and (str(optional), name) not in found
 
 
 @pytest.mark.slow

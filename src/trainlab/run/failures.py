@@ -88,7 +88,7 @@ KNOWN_NOISE = [
     r".*'pin_memory' argument is set as true but no accelerator.*",
     r".*'set_vital' is deprecated.*",  # torchdata 0.11's StatefulDataLoader on torch 2.14, 2.15
     # torch 2.14 and 2.15, raised inside Lightning 2.6's strategy.all_gather (the monitors'
-    # bank, the feature table): Lightning's to change; networks/gather.py no longer calls it
+    # bank, the feature table): Lightning's to change; networks/gather.py does not call it
     r".*torch\.distributed\.nn\.functional\.all_gather is deprecated.*",
     # Lightning's model summary on bf16-mixed/16-mixed: mixed precision keeps float32
     # weights, the 32 bits it then counts (its table's size is right)
