@@ -1,6 +1,7 @@
 """Training end to end: every experiment, train then eval, multirun, the default job."""
 
 import json
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -218,9 +219,10 @@ def test_the_core_times_the_fit_alone(monkeypatch):
     assert stats.summary() == {"fit_seconds": 12.0}
 
 
-def test_train_then_eval_give_the_same_test_metrics(tmp_path):
+def test_train_then_eval_give_the_same_test_metrics(tmp_path, caplog):
     """The default job's checkpoint through eval.py (mode=test): the same test metrics as the
-    run's own test (the online probe and kNN read the bank the checkpoint holds)."""
+    run's own test (the online probe and kNN read the bank the checkpoint holds), and no
+    checkpoint callback of Lightning's own, nor its tip, in a run that only tests."""
     train_cfg = compose_cfg(tmp_path / "t", [*SHORT, "trainer.max_epochs=2"])
     train(train_cfg)
     results = json.loads((tmp_path / "t" / "run" / "metrics.json").read_text())
@@ -231,7 +233,10 @@ def test_train_then_eval_give_the_same_test_metrics(tmp_path):
     eval_cfg = compose_cfg(
         tmp_path / "e", [f"ckpt_path={best}", "trainer.limit_test_batches=1"], "eval"
     )
-    metrics = evaluate(eval_cfg)
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        metrics = evaluate(eval_cfg)
+    assert "litmodels" not in caplog.text
     for key in ("test/probe_acc", "test/knn_acc"):
         assert metrics[key] == pytest.approx(results["metrics"][key], abs=1e-6), key
     assert (tmp_path / "e" / "run" / "metrics.json").exists()
