@@ -98,8 +98,12 @@ def test_the_csv_onto_a_fifo_or_a_folder_is_one_line_with_or_without_force(
         assert "--force" not in err  # --force would not help
 
 
-def test_status_overrides_and_checkpoint_of_each_run(runs, tmp_path):
+def test_status_overrides_and_checkpoint_of_each_run(runs, tmp_path, capsys):
     main([str(runs), "--csv", str(tmp_path / "t.csv")])
+    # what a run has not got (run e: no metric, no checkpoint) reads "-"
+    screen = capsys.readouterr().out
+    (row_e,) = [line.split("│") for line in screen.splitlines() if "runs/e " in line]
+    assert [cell.strip() for cell in row_e[4:7:2]] == ["-", "-"] and "None" not in screen
     table = {r["run"].split("/")[-1]: r for r in rows(tmp_path / "t.csv")}
     status = {name: r["status"] for name, r in table.items()}
     assert status == {

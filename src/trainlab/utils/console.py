@@ -28,6 +28,9 @@ def print_config_tree(cfg: DictConfig, resolve: bool = False) -> None:
 
 
 def _fmt(value) -> str:
+    """A cell: floats to 4 digits, nothing (None) as "-", as a key a run does not set."""
+    if value is None:
+        return "-"
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
