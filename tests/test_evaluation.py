@@ -209,6 +209,20 @@ def test_a_probe_cut_off_before_converging_says_so(caplog):
     assert "was cut off after 20 L-BFGS iterations, not converged" in caplog.text
 
 
+def test_the_ratings_bars_leave_no_blank_lines_where_the_output_is_no_terminal(capsys):
+    """A log file or a pipe gets the rating's lines, not a blank line for each progress bar
+    (rich draws a transient bar as one there); on a terminal the bars show, with their ETA."""
+    from torch.utils.data import TensorDataset
+
+    from trainlab.evaluation.features import extract
+
+    data = TensorDataset(torch.randn(8, 1, 4, 4), torch.arange(8) % 2)
+    feats, y = extract(lambda x: {"pixels": x.flatten(1)}, data, desc="pixels train")
+    views = {"pixels": {"train": feats["pixels"], "val": feats["pixels"], "test": feats["pixels"]}}
+    linear_grid(views, {"train": y, "val": y, "test": y}, 2, weight_decays=(1e-2,), desc="pixels")
+    assert capsys.readouterr().out == ""
+
+
 def test_whitening_fewer_images_than_dimensions_is_the_covariances():
     """With N < D the whitening comes from the N x N Gram matrix: the same P P^T (the
     covariance's pseudo-inverse) as the D x D covariance's eigenvectors give, and whitened

@@ -9,6 +9,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 
 from trainlab.data.worker_signals import init_worker
 from trainlab.networks.encoder import pooled_layers, probe_layers
+from trainlab.utils.console import bars_shown
 
 Views = Callable[[torch.Tensor], dict[str, torch.Tensor]]
 
@@ -90,7 +91,8 @@ def extract(
         dataset, batch_size=how.batch_size, num_workers=how.num_workers, worker_init_fn=init_worker
     )
     cuda = how.device.type == "cuda"
-    for images, y in track(loader, description=desc, transient=True, disable=how.rank > 0):
+    shown = how.rank == 0 and bars_shown()
+    for images, y in track(loader, description=desc, transient=True, disable=not shown):
         images = images.to(how.device, non_blocking=True)
         with torch.autocast(how.device.type, dtype=torch.bfloat16, enabled=cuda):
             for name, feats in views(images).items():

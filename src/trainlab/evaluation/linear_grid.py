@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from rich.progress import Progress
 
+from trainlab.utils.console import bars_shown
 from trainlab.utils.logging import get_logger
 
 log = get_logger(__name__)
@@ -162,7 +163,8 @@ def linear_grid(
     a progress bar with the time left over the grid's fits (None: no bar).
     """
     results = []
-    with Progress(*Progress.get_default_columns(), transient=True, disable=desc is None) as bar:
+    shown = desc is not None and bars_shown()
+    with Progress(*Progress.get_default_columns(), transient=True, disable=not shown) as bar:
         task = bar.add_task(f"{desc}: linear probes", total=len(views) * len(weight_decays))
         for view, feats in views.items():
             with torch.enable_grad():

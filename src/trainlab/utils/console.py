@@ -1,4 +1,5 @@
-"""What a run prints for people: the config tree at start, a summary table at the end."""
+"""What a run prints for people: the config tree at start, progress bars on a terminal, a
+summary table at the end."""
 
 from collections.abc import Mapping, Sequence
 
@@ -25,6 +26,12 @@ def print_config_tree(cfg: DictConfig, resolve: bool = False) -> None:
         )
         tree.add(f"[bold]{key}[/bold]").add(Syntax(text, "yaml", theme="ansi_dark"))
     rich.print(tree)
+
+
+def bars_shown() -> bool:
+    """Whether progress bars draw: on a terminal. Elsewhere (a pipe, a log file) rich's
+    transient bar leaves a blank line, and nothing else."""
+    return rich.get_console().is_terminal
 
 
 def _fmt(value) -> str:
