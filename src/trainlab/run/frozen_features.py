@@ -58,7 +58,8 @@ def rate_frozen_features(
     if not Path(ckpt).is_file():
         log.info("no checkpoint written (checkpointing off): frozen features not rated")
         return metrics, None, {}
-    log.info(f"rating the frozen {cfg.features.init_part} of {ckpt} (features.enabled=false skips)")
+    part = cfg.features.init_part
+    log.info(f"rating the frozen features of {ckpt} ({part}; features.enabled=false skips)")
     how = Extraction(
         device=trainer.strategy.root_device, batch_size=datamodule.eval_batch_size,
         num_workers=getattr(datamodule, "num_workers", 0),  # at most the usable cores
