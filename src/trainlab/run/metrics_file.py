@@ -54,8 +54,8 @@ def report(
     title: str, run_dir: Path, metrics: dict, head: dict, tail: dict | None = None, **sections
 ) -> Path:
     """Write metrics.json and print the run's summary: ``head`` rows, where metrics.json is,
-    every final metric (per-step values, and a rate ``tail`` gives for the fit, left out),
-    then ``tail`` rows."""
+    every final metric (not per-step values, nor one ``run`` holds for the whole fit, as
+    train_samples_per_s for train/samples_per_s), then ``tail`` rows."""
     path = write_metrics_json(run_dir, metrics=metrics, **sections)
     fit = {k.replace("_", "/", 1) for k in sections.get("run", {})}  # train_samples_per_s
     final = {k: v for k, v in sorted(metrics.items()) if not k.endswith("_step") and k not in fit}
