@@ -206,10 +206,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     model = hydra.utils.instantiate(cfg.model)
     loggers = instantiate_loggers(cfg.get("logger"), run_dir)
     set_matmul_precision(cfg.matmul_precision)
-    # A test saves nothing: without this Lightning adds a ModelCheckpoint, and its tip.
-    trainer: L.Trainer = hydra.utils.instantiate(
-        cfg.trainer, logger=loggers or False, enable_checkpointing=False
-    )
+    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, logger=loggers or False)
     try:
         # weights_only, as train.py: a checkpoint restores tensors and plain values, never code.
         trainer.test(model, datamodule=datamodule, ckpt_path=str(ckpt), weights_only=True)
