@@ -219,6 +219,22 @@ def test_the_core_times_the_fit_alone(monkeypatch):
     assert stats.summary() == {"fit_seconds": 12.0}
 
 
+def test_the_run_summary_shows_results_and_metrics_json_keeps_every_metric(tmp_path, capsys):
+    """The console leaves out per-step values and LearningRateMonitor's per-group rates (the
+    default job has four, all equal to train/lr); metrics.json keeps them all."""
+    from trainlab.run.metrics_file import report
+
+    metrics = {
+        "val/probe_acc": 0.95, "train/lr": 1e-6, "train/loss_step": 18.0,
+        "lr-AdamW/encoder/decay": 1e-6, "lr-AdamW/encoder/no_decay": 1e-6,
+    }  # fmt: skip
+    path = report("run summary", tmp_path, metrics, head={"run dir": tmp_path})
+    screen = capsys.readouterr().out
+    assert "val/probe_acc" in screen and "train/lr" in screen
+    assert "lr-AdamW" not in screen and "loss_step" not in screen
+    assert json.loads(path.read_text())["metrics"] == metrics
+
+
 def test_train_then_eval_give_the_same_test_metrics(tmp_path, caplog):
     """The default job's checkpoint through eval.py (mode=test): the same test metrics as the
     run's own test (the online probe and kNN read the bank the checkpoint holds), and no

@@ -54,10 +54,16 @@ def report(
     title: str, run_dir: Path, metrics: dict, head: dict, tail: dict | None = None, **sections
 ) -> Path:
     """Write metrics.json and print the run's summary: ``head`` rows, where metrics.json is,
-    every final metric (not per-step values, nor one ``run`` holds for the whole fit, as
-    train_samples_per_s for train/samples_per_s), then ``tail`` rows."""
+    every final metric, then ``tail`` rows. Not printed: per-step values, one that ``run``
+    holds for the whole fit (train_samples_per_s for train/samples_per_s), and
+    LearningRateMonitor's ``lr-*`` (each optimizer group's last rate: a setting, and
+    train/lr where the method schedules it)."""
     path = write_metrics_json(run_dir, metrics=metrics, **sections)
     fit = {k.replace("_", "/", 1) for k in sections.get("run", {})}  # train_samples_per_s
-    final = {k: v for k, v in sorted(metrics.items()) if not k.endswith("_step") and k not in fit}
+    final = {
+        k: v
+        for k, v in sorted(metrics.items())
+        if not k.endswith("_step") and not k.startswith("lr-") and k not in fit
+    }
     print_summary(title, {**head, "metrics.json": path, **final, **(tail or {})})
     return path
