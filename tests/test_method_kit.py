@@ -251,6 +251,8 @@ def test_two_ranks_through_train_py_keep_a_clean_console_and_equal_state(experim
     console = result.stdout + result.stderr
     for word in ("Warning", "warn", "recommended", "Traceback"):
         assert word not in console, console[-3000:]
+    # Lightning's lines once, from rank 0, in the log's format: none of rank 1's own
+    assert console.count("Seed set to") == 1 and "GLOBAL_RANK: 1" not in console, console[:3000]
     run_dir = tmp_path / "train" / "runs" / "two"
     report = json.loads((run_dir / "rank_consistency.json").read_text())
     assert report["world_size"] == 2 and report["consistent"], report

@@ -11,14 +11,21 @@ every process at once (srun, a group kill).
 import logging
 import sys
 
-from omegaconf import OmegaConf
-
-from trainlab.run.failures import run_task
-from trainlab.run.fit import STOP_CODES
-from trainlab.run.training import train
-
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.WARNING, format="[%(asctime)s][%(name)s] %(message)s")
+    # Before Lightning is imported: it gives its loggers console handlers of their own, which
+    # print unformatted, wherever the root logger has none yet. A child prints warnings only:
+    # rank 0 already says what Lightning says at INFO.
+    console = logging.StreamHandler()
+    console.setLevel(logging.WARNING)
+    logging.basicConfig(
+        level=logging.WARNING, format="[%(asctime)s][%(name)s] %(message)s", handlers=[console]
+    )
+    from omegaconf import OmegaConf
+
+    from trainlab.run.failures import run_task
+    from trainlab.run.fit import STOP_CODES
+    from trainlab.run.training import train
+
     try:
         run_task(train, OmegaConf.load(sys.argv[1]))
     except SystemExit as stop:
