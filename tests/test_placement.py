@@ -86,7 +86,7 @@ def test_a_run_dir_given_on_the_command_line_may_lie_outside_the_log_root(tmp_pa
 def test_nested_run_names_work_and_their_resume_hint_names_the_whole_name(tmp_path):
     from omegaconf import OmegaConf
 
-    from trainlab.checks.placement import continue_command
+    from trainlab.run.run_dir import continue_command
 
     cfg = OmegaConf.create({"paths": {"log_dir": str(tmp_path)}, "task_name": "train",
                             "run_name": "a/b"})  # fmt: skip

@@ -179,15 +179,6 @@ def place_job(config: DictConfig, number: int) -> Path:
     return place
 
 
-def continue_command(cfg: DictConfig, run_dir: Path) -> str:
-    """The overrides that continue this run: its whole run_name where the run dir is named
-    by it, else the run dir itself (a multirun job)."""
-    named = Path(cfg.paths.log_dir) / str(cfg.task_name) / "runs" / str(cfg.run_name)
-    if named.resolve() == run_dir.resolve():
-        return f"run_name={cfg.run_name} resume=true"
-    return f"hydra.run.dir={run_dir} resume=true"
-
-
 def refuse(error: UserError) -> None:
     print(f"error: {error}", file=sys.stderr, flush=True)
     sys.exit(error.exit_code)

@@ -11,7 +11,6 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
 from trainlab.callbacks.interruption import InterruptionCheckpoint
-from trainlab.checks.placement import continue_command
 from trainlab.run import run_dir as rundir
 from trainlab.run.fit_record import forget_fit, keep_fit
 from trainlab.run.metrics_file import final_metrics
@@ -53,7 +52,7 @@ def stop_after_signal(trainer: L.Trainer, run_dir: Path, cfg: DictConfig) -> Non
         then = (
             f"{requeues} requeues the job, which resumes from it with resume=true"
             if requeues
-            else f"continue with the same command plus {continue_command(cfg, run_dir)}"
+            else f"continue with the same command plus {rundir.continue_command(cfg, run_dir)}"
         )
         said = f"at step {trainer.global_step}: {saved}; {then}"
     if trainer.is_global_zero:
@@ -100,7 +99,7 @@ def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir
             raise
         print(
             f"stopped by a second Ctrl-C; continue from the last checkpoint with the same "
-            f"command plus {continue_command(cfg, run_dir)}",
+            f"command plus {rundir.continue_command(cfg, run_dir)}",
             file=sys.stderr,
             flush=True,
         )

@@ -220,6 +220,15 @@ def _git(*args: str) -> str:
         return ""
 
 
+def continue_command(cfg: DictConfig, run_dir: Path) -> str:
+    """The overrides that continue this run: its whole run_name where the run dir is named
+    by it, else the run dir itself (a multirun job)."""
+    named = Path(cfg.paths.log_dir) / str(cfg.task_name) / "runs" / str(cfg.run_name)
+    if named.resolve() == run_dir.resolve():
+        return f"run_name={cfg.run_name} resume=true"
+    return f"hydra.run.dir={run_dir} resume=true"
+
+
 def note_resume(run_dir: Path) -> None:
     """Append when and how the run was resumed, next to its original records."""
     line = f"{datetime.now().isoformat(timespec='seconds')} {' '.join(sys.argv)}\n"

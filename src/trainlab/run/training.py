@@ -16,7 +16,6 @@ import torch.distributed as dist
 from omegaconf import DictConfig, OmegaConf
 
 from trainlab.checks import check
-from trainlab.checks.placement import continue_command
 from trainlab.data.image_files import pin_measured
 from trainlab.model.self_supervised import SelfSupervised
 from trainlab.run import run_dir as rundir
@@ -70,7 +69,7 @@ def train(cfg: DictConfig) -> float | None:
             # last.ckpt: the weights the summary's final val/* monitors describe
             rated = str(last) if last.exists() else best or str(last)
             with stopped_by_signals(
-                run_dir, continue_command(cfg, run_dir), trainer.is_global_zero
+                run_dir, rundir.continue_command(cfg, run_dir), trainer.is_global_zero
             ):
                 metrics, chosen, feature_summary = rate_frozen_features(
                     cfg, trainer, rated, datamodule, metrics
