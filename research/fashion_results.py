@@ -37,11 +37,11 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from ijepa_results import ROOT, config_data, eval_data, low_shot, train  # research/ helpers
 
+from trainlab.checks.checkpoint_config import load_run_config
 from trainlab.data.low_shot import class_balanced_subset
 from trainlab.evaluation.checkpoint import load_encoder
 from trainlab.evaluation.features import encoder_views, pixel_views
 from trainlab.evaluation.protocol import extract_splits, rate_features
-from trainlab.run.checkpoint_config import load_run_config
 from trainlab.utils.machine import cpu_model
 
 # A run's config and evaluation splits, read once per run dir: every row rates on them.

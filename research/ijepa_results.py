@@ -38,11 +38,11 @@ import torch
 from hydra.utils import instantiate
 from torch.utils.data import TensorDataset
 
+from trainlab.checks.checkpoint_config import load_run_config
 from trainlab.data.low_shot import class_balanced_subset
 from trainlab.evaluation.checkpoint import load_encoder
 from trainlab.evaluation.features import encoder_views, pixel_views
 from trainlab.evaluation.protocol import extract_splits, rate_features
-from trainlab.run.checkpoint_config import load_run_config
 from trainlab.utils.machine import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -110,7 +110,7 @@ def test_probe_takes_the_encoder_shape_from_the_checkpoints_run(tmp_path):
     experiment's patch 4 at 16 px; what the command line gives still wins."""
     from omegaconf import OmegaConf
 
-    from trainlab.run.checkpoint_config import adopt_checkpoint_shape
+    from trainlab.checks.checkpoint_config import adopt_checkpoint_shape
 
     run = tmp_path / "pretrain"
     (run / "checkpoints").mkdir(parents=True)

@@ -9,10 +9,10 @@ from conftest import make_image_folder, run_cli
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from trainlab.checks.checkpoint_config import run_config_of
 from trainlab.evaluation.features import Extraction, gather_shards
 from trainlab.evaluation.linear_grid import linear_grid, train_heads
 from trainlab.evaluation.protocol import knn_choice, rate_features
-from trainlab.run.checkpoint_config import run_config_of
 from trainlab.utils.errors import ConfigError
 
 SIZES = {"train": 600, "val": 200, "test": 300}

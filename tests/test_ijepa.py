@@ -633,7 +633,7 @@ def test_ijepa_from_a_runs_checkpoint_takes_its_predictor_heads_and_encoder(tmp_
     into another function; what the command line gives still wins."""
     from omegaconf import OmegaConf
 
-    from trainlab.run.checkpoint_config import adopt_checkpoint_shape
+    from trainlab.checks.checkpoint_config import adopt_checkpoint_shape
 
     run = tmp_path / "pretrain"
     (run / "checkpoints").mkdir(parents=True)

@@ -442,7 +442,7 @@ def test_a_copied_run_reaches_no_network_and_writes_nothing_outside(
 
 
 def test_init_from_a_copied_run_takes_no_foreign_class_into_its_encoder(finished_run, tmp_path):
-    from trainlab.run.checkpoint_config import adopt_checkpoint_shape
+    from trainlab.checks.checkpoint_config import adopt_checkpoint_shape
     from trainlab.utils.errors import ConfigError
 
     run = planted(finished_run, tmp_path, "model.encoder.zz",

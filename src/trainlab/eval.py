@@ -16,16 +16,16 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from trainlab.checks.config import check_config
-from trainlab.checks.copied_run import confine_data, confine_encoder, confine_model
-from trainlab.checks.hydra_errors import one_line_hydra_errors
-from trainlab.commands import CONFIGS
-from trainlab.run.checkpoint_config import (
+from trainlab.checks.checkpoint_config import (
     INPUT_FORMAT,
     config_path,
     copy_unless_given,
     run_config_of,
 )
+from trainlab.checks.config import check_config
+from trainlab.checks.copied_run import confine_data, confine_encoder, confine_model
+from trainlab.checks.hydra_errors import one_line_hydra_errors
+from trainlab.commands import CONFIGS
 from trainlab.run.failures import run_task
 from trainlab.run.run_dir import (
     guard,

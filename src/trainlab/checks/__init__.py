@@ -8,6 +8,8 @@ to the run dir. The modules of this package, cheapest first:
   node's values and types against its class's signature;
 - ``override_types``: what the command line typed against what the config holds;
 - ``allowed_targets``: a config read from a run dir is data: which classes it may name;
+- ``checkpoint_config``: the config of the run that wrote a checkpoint, read as data, whose
+  encoder shape and input format a probe, a fine-tune or eval.py then takes;
 - the run dir: not in use, not finished (``run_dir.guard``), no writer into another run;
 - ``preflight``: the data, the devices, the model, its optimizer, the callbacks and the
   Trainer built, and one real batch through the model.
@@ -169,7 +171,7 @@ def check_checkpoints(cfg: DictConfig) -> tuple[str, dict] | None:
 def warn_resume_changes(cfg: DictConfig) -> None:
     """resume=true with values that differ from the run's config.yaml: they apply now, and
     the log says which."""
-    from trainlab.run.checkpoint_config import load_run_config
+    from trainlab.checks.checkpoint_config import load_run_config
 
     saved = Path(cfg.paths.output_dir) / "config.yaml"
     if cfg.get("resume") and rundir.is_global_zero() and saved.is_file():

@@ -16,10 +16,10 @@ import torch.distributed as dist
 from omegaconf import DictConfig, OmegaConf
 
 from trainlab.checks import check
+from trainlab.checks.checkpoint_config import adopt_checkpoint_shape
 from trainlab.data.image_files import pin_measured
 from trainlab.model.self_supervised import SelfSupervised
 from trainlab.run import run_dir as rundir
-from trainlab.run.checkpoint_config import adopt_checkpoint_shape
 from trainlab.run.fit import checkpoint_step, fit_and_test, pruned_epoch, truncate_logs
 from trainlab.run.frozen_features import rate_frozen_features, stopped_by_signals
 from trainlab.run.instantiate import finish_wandb
