@@ -230,7 +230,7 @@ def assert_trace_unchanged(tmp_path: Path, records: Path, overrides: list[str]) 
     on your machine first, then refactor."""
     import torch
 
-    from trainlab.run.training import train
+    from trainlab.training import train
     from trainlab.utils.machine import cpu_model
 
     here = {"cpu": cpu_model(), "torch": torch.__version__, "threads": 2}

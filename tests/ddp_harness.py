@@ -157,7 +157,7 @@ def main(out: Path) -> None:
 def write_report(out: Path, report: dict) -> None:
     """This rank's report to OUT_DIR/rank<N>.json, then the gloo group destroyed: left to
     interpreter shutdown it can abort the process (SIGABRT, "terminate called without an
-    active exception": pytorch/pytorch#190489), as run/training.py says."""
+    active exception": pytorch/pytorch#190489), as src/trainlab/training.py says."""
     out.mkdir(parents=True, exist_ok=True)
     (out / f"rank{report['rank']}.json").write_text(json.dumps(report))
     if dist.is_initialized():

@@ -18,7 +18,7 @@ from trainlab.eval import evaluate
 from trainlab.model.classifier import Classifier
 from trainlab.networks.encoder_classifier import EncoderClassifier
 from trainlab.networks.vit import ViTEncoder
-from trainlab.run.training import train
+from trainlab.training import train
 
 ENCODER = dict(img_size=16, patch_size=4, in_chans=1, size="vit_tiny", depth=4)
 

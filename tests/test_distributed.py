@@ -176,7 +176,7 @@ def test_multirun_with_ddp_runs_every_job_on_two_ranks(tmp_path):
         report = json.loads((job / "rank_consistency.json").read_text())
         assert report["world_size"] == 2 and report["consistent"], report
     leftover = subprocess.run(
-        ["pgrep", "-f", f"trainlab.run.child_rank {tmp_path}"], capture_output=True
+        ["pgrep", "-f", f"trainlab.child_rank {tmp_path}"], capture_output=True
     )
     assert leftover.returncode == 1, leftover.stdout  # pgrep: no process matched
 

@@ -13,7 +13,7 @@ import torch
 from conftest import compose_cfg
 from torch.overrides import TorchFunctionMode
 
-from trainlab.run.training import train
+from trainlab.training import train
 from trainlab.utils.lightning_internals import TrainingEpochLoop
 
 READS = {

@@ -28,7 +28,7 @@ from trainlab.losses.feature_regression import FeatureRegressionLoss
 from trainlab.model.ijepa import IJEPA
 from trainlab.networks.weights import network_parts, read_state
 from trainlab.optim.schedules import cosine, linear, warmup_cosine
-from trainlab.run.training import train
+from trainlab.training import train
 from trainlab.utils import lightning_internals, torch_internals
 
 

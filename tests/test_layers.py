@@ -13,14 +13,16 @@ FLOORS = [
     ["evaluation"],
     ["model"],
     ["callbacks", "logger", "strategy", "trainer", "memory_fit", "compiler"],
-    ["run", "checks"],  # run/ calls check(cfg); the checks read run dirs and batch sizes
-    ["commands", "eval", "runs", "trainlab"],  # entry points, the package
+    ["run"],  # the steps of a run: its dir, batch, Trainer, fit, summary
+    ["checks"],  # they read run dirs and batch sizes
+    # entry points (training: the path that calls check(cfg), then run/'s steps), the package
+    ["commands", "eval", "training", "child_rank", "runs", "trainlab"],
 ]
 FLOOR = {name: i for i, names in enumerate(FLOORS) for name in names}
 
 
 def package(module: str) -> str:
-    """trainlab.networks.vit -> networks; trainlab.checks.preflight -> run."""
+    """trainlab.networks.vit -> networks; trainlab.checks.preflight -> checks."""
     parts = module.split(".")[1:]
     return parts[0] if parts else "trainlab"
 

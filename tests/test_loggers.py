@@ -8,7 +8,7 @@ import secrets
 import pytest
 from conftest import FAST, compose_cfg
 
-from trainlab.run.training import train
+from trainlab.training import train
 
 
 @pytest.mark.slow  # 7 s: make test-slow, which CI runs

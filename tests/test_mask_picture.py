@@ -5,7 +5,7 @@ from conftest import FAST, compose_cfg
 from PIL import Image
 
 from trainlab.callbacks.mask_overlay import CONTEXT_RGB, TARGET_RGB, overlay
-from trainlab.run.training import train
+from trainlab.training import train
 
 
 def test_overlay_colours_each_block_and_leaves_the_rest():

@@ -11,7 +11,7 @@ from conftest import FAST, compose_cfg
 
 from trainlab.callbacks import throughput
 from trainlab.callbacks.throughput import Throughput
-from trainlab.run.training import train
+from trainlab.training import train
 
 
 def test_rates_are_work_over_time():

@@ -21,7 +21,7 @@ from conftest import (
 from omegaconf import OmegaConf
 
 from trainlab.eval import evaluate
-from trainlab.run.training import train
+from trainlab.training import train
 from trainlab.utils.errors import DataError
 
 # One short epoch on the CPU with checkpointing on: the optimized metric must exist.

@@ -14,7 +14,7 @@ from trainlab.eval import evaluate
 from trainlab.model.vae import VAE
 from trainlab.networks.likelihoods import Bernoulli, DiscretizedLogistic
 from trainlab.networks.vae import MLPVAE, ConvVAE
-from trainlab.run.training import train
+from trainlab.training import train
 
 
 def test_discretized_logistic_is_a_distribution_over_256_values():

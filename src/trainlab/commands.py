@@ -1,5 +1,5 @@
 """``python train.py [overrides]``: compose the config (Hydra), refuse what is wrong at once,
-then train (run/training.py).
+then train (training.py).
 
 The checks that need no torch run here, before torch and Lightning are imported (importing
 them takes seconds): a mistyped value costs a second, not a start-up.
@@ -23,9 +23,9 @@ CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 
 
 def checked_train(cfg: DictConfig) -> float | None:
-    """``run.training.train`` once the checks that need no torch have passed."""
+    """``training.train`` once the checks that need no torch have passed."""
     check_before_torch(cfg, "train")
-    from trainlab.run.training import train  # torch and Lightning: only now
+    from trainlab.training import train  # torch and Lightning: only now
 
     return train(cfg)
 

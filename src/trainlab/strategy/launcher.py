@@ -4,7 +4,7 @@ Lightning's subprocess launcher re-runs the command line in every child rank. Un
 Hydra multirun (``-m``) that command is the whole sweep: each child would run every job
 again on its own, with its own run dirs, and a sampling sweeper (Optuna) would even give
 the ranks of one job different values. This launcher writes the job's resolved config
-next to its run and starts each child with ``python -m trainlab.run.child_rank``, which
+next to its run and starts each child with ``python -m trainlab.child_rank``, which
 runs exactly that job. Ranks started externally (torchrun, SLURM) are left alone.
 """
 
@@ -40,7 +40,7 @@ class ConfigLauncher(LauncherHooks):
         os.environ["NODE_RANK"] = str(env.node_rank())
         os.environ["LOCAL_RANK"] = str(env.local_rank())
         os.environ["WORLD_SIZE"] = str(self.num_processes * self.num_nodes)
-        command = [sys.executable, "-m", "trainlab.run.child_rank", str(self.config_path)]
+        command = [sys.executable, "-m", "trainlab.child_rank", str(self.config_path)]
         for local_rank in range(1, self.num_processes):
             child_env = {**os.environ, "LOCAL_RANK": str(local_rank)}
             self.procs.append(subprocess.Popen(command, env=child_env))

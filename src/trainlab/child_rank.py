@@ -1,4 +1,4 @@
-"""A child rank started by ``ConfigLauncher``: ``python -m trainlab.run.child_rank
+"""A child rank started by ``ConfigLauncher``: ``python -m trainlab.child_rank
 <run_dir>/.rank_config.yaml`` (LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set by rank
 0) runs rank 0's composed and resolved config, without Hydra: a child makes no run dir.
 
@@ -24,7 +24,7 @@ if __name__ == "__main__":
 
     from trainlab.run.failures import run_task
     from trainlab.run.fit import STOP_CODES
-    from trainlab.run.training import train
+    from trainlab.training import train
 
     try:
         run_task(train, OmegaConf.load(sys.argv[1]))

@@ -1,11 +1,11 @@
 """The training path, top to bottom: check, build, fit, test, rate, summarise. Each step is
-its own module of run/: checks/ (everything that can refuse a run; it builds the data and
-the model once, with the batch of batch.py), trainer (the Trainer), fit (fit, test, resume,
-signals), frozen_features (the end-of-run table), run_summary (the console table and
+its own module: checks/ (everything that can refuse a run; it builds the data and the model
+once, with the batch of run/batch.py), then run/'s trainer (the Trainer), fit (fit, test,
+resume, signals), frozen_features (the end-of-run table), run_summary (the console table and
 metrics.json).
 
 ``python train.py`` composes the config and reaches ``train`` through trainlab/commands.py;
-a child rank through run/child_rank.py; a test or a notebook calls it with a composed config.
+a child rank through child_rank.py; a test or a notebook calls it with a composed config.
 """
 
 import time
