@@ -1,7 +1,8 @@
 """The training loader alone, images/s at 224 px by data set and worker count, and the
 loader workers a GPU needs at a given step rate.
 
-- data=synthetic: uint8 images already at size, no PIL (data/synthetic.py);
+- data=synthetic: uint8 images already at size, no PIL (the synthetic data part, built from
+  configs/data/synthetic.yaml where the part is there);
 - data=fake: torchvision's FakeData, a PIL image drawn per sample, then cropped;
 - an ImageNet-like JPEG folder (benchmarks/jpeg_folder.py) through data=imagefolder:
   decode, 0.3-1.0 random-resized crop to 224, uint8.
@@ -18,11 +19,15 @@ import tempfile
 import time
 from pathlib import Path
 
+import hydra
+from omegaconf import OmegaConf
+
 from benchmarks.jpeg_folder import COMMON, make_folder
 from trainlab.data.fake import FakeDataModule
 from trainlab.data.imagefolder import ImageFolderDataModule
-from trainlab.data.synthetic import SyntheticDataModule
 from trainlab.utils.machine import machine
+
+SYNTHETIC = Path(__file__).resolve().parents[1] / "configs" / "data" / "synthetic.yaml"
 
 # Batches timed per loader: FakeData and JPEG decoding cost tens of ms per image on one core.
 BATCHES = {"synthetic": 20, "fake": 2, "jpeg folder": 2}
@@ -41,14 +46,18 @@ def images_per_s(data, batches: int) -> float:
 def bench(workers=(0, 2)) -> dict[str, dict[int, float]]:
     """{loader: {workers: images/s}}."""
     common = {**COMMON, "crop_scale": None}
-    rates = {name: {} for name in BATCHES}
     with tempfile.TemporaryDirectory() as tmp:
         make_folder(Path(tmp), images=COMMON["batch_size"] * (BATCHES["jpeg folder"] + 1))
         makers = {
-            "synthetic": lambda w: SyntheticDataModule(num_workers=w, train_size=10**5, **common),
+            "synthetic": lambda w: hydra.utils.instantiate(
+                OmegaConf.load(SYNTHETIC), num_workers=w, train_size=10**5, **common
+            ),
             "fake": lambda w: FakeDataModule(num_workers=w, train_size=10**5, **COMMON),
             "jpeg folder": lambda w: ImageFolderDataModule(root=tmp, num_workers=w, **COMMON),
         }
+        if not SYNTHETIC.exists():
+            del makers["synthetic"]
+        rates = {name: {} for name in makers}
         for n in workers:
             for name, make in makers.items():
                 rates[name][n] = images_per_s(make(n), BATCHES[name])

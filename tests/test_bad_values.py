@@ -188,12 +188,14 @@ ROWS = [
 
 # Top-level keys a part's config adds, and that config's folder.
 PART_KEYS = {"compile": "compiler", "compiler": "compiler", "peak_tflops": "callbacks/throughput"}
+# Data sets that are parts (data=<name>, configs/data/<name>.yaml).
+PART_DATA_SETS = {"synthetic"}
 
 
 def part_is_there(row: tuple[str, str]) -> bool:
-    """A part's rows (experiment=vae_digits, memory_fit.*, callbacks.progress_bar.*, compile,
-    peak_tflops) while it is there (docs/fork.md): its experiments, or the config its optional
-    default adds."""
+    """A part's rows (experiment=vae_digits, data=synthetic, memory_fit.*,
+    callbacks.progress_bar.*, compile, peak_tflops) while it is there (docs/fork.md): its
+    experiments and data sets, or the config its optional default adds."""
     group = row[0].split(".")[0]
     if group in ("memory_fit",) and not (CONFIGS / group).is_dir():
         return False
@@ -201,6 +203,9 @@ def part_is_there(row: tuple[str, str]) -> bool:
     if node[0] == "callbacks" and not any((CONFIGS / "callbacks").glob(f"{node[1]}*")):
         return False  # a callback part's folder: callbacks/<name>/
     if node[0] in PART_KEYS and not (CONFIGS / PART_KEYS[node[0]]).is_dir():
+        return False
+    chosen = set(re.findall(r"\bdata=(\w+)", row[0])) & PART_DATA_SETS
+    if not all((CONFIGS / "data" / f"{name}.yaml").is_file() for name in chosen):
         return False
     return set(re.findall(r"experiment=(\w+)", row[0])) <= set(EXPERIMENTS)
 

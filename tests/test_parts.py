@@ -25,7 +25,7 @@ SUFFIXES = {".py", ".yaml", ".sh"}
 IMPORTED_TODAY: set[tuple[str, str]] = set()
 #: A part that imports another: it goes with it (its page says so). part -> the parts it needs.
 NEEDS = {
-    "GPU check": {"DDP comm hooks", "memory fit", "I-JEPA", "throughput"},
+    "GPU check": {"DDP comm hooks", "memory fit", "I-JEPA", "throughput", "synthetic data"},
     "DDP comm hooks": {"I-JEPA", "classifier"},
     "FSDP2": {"I-JEPA"},
     "memory fit": {"I-JEPA"},
