@@ -109,6 +109,16 @@ def test_a_sweep_with_one_bad_job_runs_none(tmp_path):
     assert not logs.exists()  # no job ran, no sweep dir
 
 
+def test_a_sweeps_checks_say_a_warning_its_jobs_share_once(tmp_path):
+    """Jobs 0 and 1 both warm up past their one epoch: said once before job 2 is refused."""
+    logs = tmp_path / "logs"
+    done = run_cli("train.py", "-m", "seed=1,2,-3", f"paths.log_dir={logs}", *JOB, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.startswith("error: job 2 of 3 (seed=-3)"), done.stderr
+    console = done.stdout + done.stderr
+    assert console.count("model.warmup_epochs=2 is not below trainer.max_epochs=1") == 1, console
+
+
 @pytest.mark.slow  # two jobs train: make test-slow
 def test_a_sweep_asked_to_keep_going_runs_the_valid_jobs_and_lists_the_others(tmp_path):
     logs = tmp_path / "logs"

@@ -4,7 +4,8 @@ Hydra's own sweeper composes the jobs and then runs them in order, so a bad valu
 last job was found only after the others had trained, and the jobs after it never ran. Here
 each job's config gets the config checks first (the types of its overrides, its values
 against its classes' signatures, its place): one refused job refuses the sweep in one line
-naming the job and the key, before any job runs or any sweep dir is made.
+naming the job and the key, before any job runs or any sweep dir is made. A warning that
+several jobs give is said once then; each job says its own again as it runs.
 
 ``hydra.sweeper.keep_going=true`` runs the valid jobs instead, one at a time, through any
 failure, and writes the refused and failed jobs to the sweep dir's ``not_finished.json``
@@ -16,6 +17,7 @@ after the others.
 import contextlib
 import io
 import json
+import logging
 import shutil
 import sys
 from pathlib import Path
@@ -63,6 +65,26 @@ def last_error(job_dir: Path) -> str | None:
 
 
 @contextlib.contextmanager
+def each_line_once():
+    """While the jobs are checked, the console's handlers let each message through once."""
+    seen = set()
+
+    def first_time(record: logging.LogRecord) -> bool:
+        new = record.getMessage() not in seen
+        seen.add(record.getMessage())
+        return new
+
+    handlers = logging.getLogger().handlers
+    for handler in handlers:
+        handler.addFilter(first_time)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(first_time)
+
+
+@contextlib.contextmanager
 def sbatch_refusals(launcher, sweep_dir: Path, log_dir: Path):
     """Under launcher=slurm, a job SLURM refuses leaves nothing: submitit's copy of sbatch's
     message is held back (train.py prints it in its one line) and its submission files and
@@ -95,6 +117,17 @@ class CheckedSweeper(BasicSweeperHooks):
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         parsed = parser.parse_overrides([*self.sweep_params_overrides(), *arguments])
         jobs = [job for batch in self.split_arguments(parsed, None) for job in batch]
+        with each_line_once():
+            refused = self.check_jobs(jobs)
+        sweep_dir, log_dir = Path(self.config.hydra.sweep.dir), Path(self.config.paths.log_dir)
+        with sbatch_refusals(self.launcher, sweep_dir, log_dir):
+            if not self.keep_going:
+                return super().sweep(arguments)
+            return self.run_through(jobs, refused)
+
+    def check_jobs(self, jobs: list[list[str]]) -> dict[int, str]:
+        """Every job's checks: the refused jobs' reasons; the first refusal ends the sweep
+        unless it keeps going."""
         refused, dirs = {}, {}
         for number, job in enumerate(jobs):
             try:
@@ -119,11 +152,7 @@ class CheckedSweeper(BasicSweeperHooks):
                         flush=True,
                     )
                     sys.exit(error.exit_code)
-        sweep_dir, log_dir = Path(self.config.hydra.sweep.dir), Path(self.config.paths.log_dir)
-        with sbatch_refusals(self.launcher, sweep_dir, log_dir):
-            if not self.keep_going:
-                return super().sweep(arguments)
-            return self.run_through(jobs, refused)
+        return refused
 
     def run_through(self, jobs: list[list[str]], refused: dict[int, str]):
         """Each valid job on its own, whatever the others did; the refused and failed ones
