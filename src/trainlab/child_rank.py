@@ -16,10 +16,8 @@ if __name__ == "__main__":
     # print unformatted, wherever the root logger has none yet. A child prints warnings only:
     # rank 0 already says what Lightning says at INFO.
     console = logging.StreamHandler()
-    console.setLevel(logging.WARNING)
-    logging.basicConfig(
-        level=logging.WARNING, format="[%(asctime)s][%(name)s] %(message)s", handlers=[console]
-    )
+    console.setLevel(logging.WARNING)  # the root logger's own level is WARNING already
+    logging.basicConfig(format="[%(asctime)s][%(name)s] %(message)s", handlers=[console])
     from omegaconf import OmegaConf
 
     from trainlab.run.failures import run_task
