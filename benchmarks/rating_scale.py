@@ -1,7 +1,7 @@
 """The frozen-feature table's cost against the number of training images and the feature
 width: seconds and peak memory of one extractor's rating, as the end-of-run table runs it for
 each row: its features as they are and standardised (``+bn``), the linear grid's five weight
-decays on each (L-BFGS, at most 300 iterations), and kNN on each.
+decays on each (L-BFGS, at most 1,000 iterations), and kNN on each.
 
 Features are synthetic (10 Gaussian classes; val and test a tenth of train each), so the
 cost is the protocol's alone, not a data set's. Each shape runs in a fresh process: its peak
