@@ -17,6 +17,7 @@ from conftest import (
     compose_cfg,
     make_image_folder,
     run_cli,
+    train_in_process,
 )
 from omegaconf import OmegaConf
 
@@ -359,6 +360,20 @@ def test_resume_continues_the_run_in_its_own_dir(tmp_path, monkeypatch, capfd):
     assert (run_dir / "config.yaml").read_text() == config
     assert "resume=true" in (run_dir / "resumes.txt").read_text()
     assert "resume: trainer.max_epochs: 1 -> 2" in (run_dir / "train.log").read_text()
+
+
+def test_a_library_warning_is_one_line_on_the_console_and_in_the_run_log(
+    tmp_path, monkeypatch, capfd
+):
+    """Lightning warns that 3 batches are fewer than trainer.log_every_n_steps=10: one line
+    in the log's format, on the console and in train.log (Python would print the path and
+    the source line, to the console only)."""
+    argv = [*FAST, "model.encoder.depth=1", "run_name=w"]
+    assert train_in_process(monkeypatch, tmp_path, *argv) == 0
+    console = "".join(capfd.readouterr())
+    (line,) = [line for line in console.splitlines() if "logging interval" in line]
+    assert "[py.warnings][WARNING] - PossibleUserWarning: The number of training batches (3)" in line
+    assert line in (tmp_path / "train" / "runs" / "w" / "train.log").read_text().splitlines()
 
 
 def test_a_shortened_recipe_warns_that_its_last_epochs_are_not_validated(tmp_path, caplog):

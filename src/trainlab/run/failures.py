@@ -1,5 +1,6 @@
 """Runs a task (train, eval) so that a failure reads as one line and nothing leaks, on a
-console without the library warnings that need no action (KNOWN_NOISE).
+console without the library warnings that need no action (KNOWN_NOISE). The warnings left
+are log lines (``log_warning``): one line each, in the run's log file too.
 
 A user's mistake prints one line that says what to fix and exits 2; any other failure
 prints one line that points at the log file holding the full traceback and exits 1. A run
@@ -116,6 +117,13 @@ KNOWN_LOG_NOISE = {
 _quieted: set[str] = set()  # the loggers of KNOWN_LOG_NOISE given their filter
 
 
+def log_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as one log line, under the logger name logging.captureWarnings uses: Python
+    prints two lines, path and source, and only to the console."""
+    where = f"{Path(filename).name}:{lineno}"
+    logging.getLogger("py.warnings").warning(f"{category.__name__}: {message} ({where})")
+
+
 def say_stopped(stop: Stopped, cfg: DictConfig) -> None:
     """A stop signal outside the fit's own handling: one line, exit 128 + signal; a run dir
     not yet opened is removed as a refused run's is."""
@@ -147,7 +155,8 @@ def run_task(task: Callable[[DictConfig], object], cfg: DictConfig):
             text = KNOWN_LOG_NOISE[name]
             logging.getLogger(name).addFilter(lambda record, t=text: t not in record.getMessage())
     try:
-        with signals_raise_stopped():
+        with signals_raise_stopped(), warnings.catch_warnings():
+            warnings.showwarning = log_warning
             return task(cfg)
     except Stopped as stop:
         say_stopped(stop, cfg)
