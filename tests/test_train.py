@@ -372,7 +372,8 @@ def test_a_library_warning_is_one_line_on_the_console_and_in_the_run_log(
     assert train_in_process(monkeypatch, tmp_path, *argv) == 0
     console = "".join(capfd.readouterr())
     (line,) = [line for line in console.splitlines() if "logging interval" in line]
-    assert "[py.warnings][WARNING] - PossibleUserWarning: The number of training batches (3)" in line
+    said = "[py.warnings][WARNING] - PossibleUserWarning: The number of training batches (3)"
+    assert said in line
     assert line in (tmp_path / "train" / "runs" / "w" / "train.log").read_text().splitlines()
 
 
