@@ -172,6 +172,22 @@ def test_image_folder_mistakes(tmp_path, monkeypatch, capfd, mistake, needles):
     assert_one_clear_line(err, *needles)
 
 
+def test_a_batch_larger_than_the_train_split_is_refused_before_the_run_dir(
+    tmp_path, monkeypatch, capfd
+):
+    """40 photos, 2 of them held out for validation, and a batch of 64: no full batch, so no
+    step would run. Refused before the run dir exists: the same command with a smaller batch
+    then runs under the same run_name."""
+    root = make_image_folder(tmp_path / "imgs", per_class=10)
+    args = ("data=folder", f"data.root={root}", "data.image_size=16", "data.num_workers=0")
+    code, err = run_train(tmp_path, monkeypatch, capfd, *args, "data.batch_size=64", "run_name=r")
+    assert code == 2, err[-2000:]
+    assert_one_clear_line(err, "38 images per device, fewer than data.batch_size=64")
+    assert not (tmp_path / "logs" / "train" / "runs" / "r").exists()
+    code, err = run_train(tmp_path, monkeypatch, capfd, *args, "data.batch_size=2", "run_name=r")
+    assert code == 0, err[-2000:]
+
+
 def test_mixed_image_modes_and_unicode_names_train(tmp_path, monkeypatch, capfd):
     """Gray, RGBA and 16-bit PNGs in one folder, class and file names with spaces and
     non-ASCII letters: all are read (converted to data.in_chans), nothing is skipped."""

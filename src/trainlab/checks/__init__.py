@@ -116,7 +116,8 @@ def check(cfg: DictConfig) -> Accepted:
         fitted = fit.apply(cfg)
         batch, settled = batch_for_world(fitted, dry_trainer(fitted), datamodule)
     if rundir.is_global_zero():
-        preflight(settled, datamodule, model)  # its optimizer, callbacks, one real batch
+        # its optimizer, callbacks, one real batch, a full batch per device
+        preflight(settled, datamodule, model, batch["world_size"])
     return Accepted(datamodule, model, batch, settled, fit)
 
 

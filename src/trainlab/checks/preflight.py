@@ -196,9 +196,10 @@ def refuse_images_below_the_stride(cfg: DictConfig, model) -> None:
             )
 
 
-def preflight(cfg: DictConfig, datamodule, model) -> float:
+def preflight(cfg: DictConfig, datamodule, model, world_size: int = 1) -> float:
     """Raise a ConfigError (one line) if the model's optimizer or a callback cannot be built,
-    or the model cannot take one real training batch; return the seconds it took."""
+    or the model cannot take one real training batch, and a DataError if the train split
+    holds no full batch per device; return the seconds it took."""
     start = time.perf_counter()
     with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # self.log without a Trainer, and the like
@@ -206,7 +207,9 @@ def preflight(cfg: DictConfig, datamodule, model) -> float:
         if not getattr(datamodule, "preflight_batch", True):
             return time.perf_counter() - start
         try:
-            one_step(model, first_batch(datamodule), cfg.get("seed") or 0)
+            batch = first_batch(datamodule)
+            datamodule.refuse_no_full_batch(world_size)
+            one_step(model, batch, cfg.get("seed") or 0)
         except UserError:
             raise
         except Exception as e:

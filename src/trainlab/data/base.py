@@ -242,6 +242,18 @@ class ImageDataModule(L.LightningDataModule):
             return self.trainer.strategy.distributed_sampler_kwargs
         return {"num_replicas": 1, "rank": 0}
 
+    def refuse_no_full_batch(self, world_size: int) -> None:
+        """Refuse a train split with fewer images per device than one batch: the loader drops
+        incomplete batches, and Lightning would run zero steps and test an untrained model
+        without a word. Preflight asks before the run dir exists, the train loader again."""
+        per_device = len(SeededSampler(self.train_set, num_replicas=world_size, rank=0))
+        if self.drop_last and per_device < self.batch_size:
+            raise DataError(
+                f"the train split has {per_device} images per device, fewer than "
+                f"data.batch_size={self.batch_size}: no full batch, so no training step "
+                "would run; lower data.batch_size or raise data.train_fraction"
+            )
+
     def _loader(self, dataset: Dataset, train: bool) -> DataLoader:
         common = dict(
             num_workers=self.num_workers,
@@ -255,13 +267,7 @@ class ImageDataModule(L.LightningDataModule):
             sampler = SeededSampler(
                 dataset, shuffle=True, seed=run_seed(), **self._sampler_kwargs()
             )
-            if self.drop_last and len(sampler) < self.batch_size:
-                # Lightning would run zero steps and test an untrained model without a word.
-                raise DataError(
-                    f"the train split has {len(sampler)} images per device, fewer than "
-                    f"data.batch_size={self.batch_size}: no full batch, so no training step "
-                    "would run; lower data.batch_size or raise data.train_fraction"
-                )
+            self.refuse_no_full_batch(sampler.num_replicas)
             # After a resume Lightning creates the iterator (and the stateful loader, with
             # workers, fetches ahead) before it sets the epoch: set it here, to the epoch whose
             # batches come next, as Lightning will (an epoch-end checkpoint's next epoch).
