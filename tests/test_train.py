@@ -236,12 +236,14 @@ def test_the_run_summary_shows_results_and_metrics_json_keeps_every_metric(tmp_p
     assert json.loads(path.read_text())["metrics"] == metrics
 
 
-def test_train_then_eval_give_the_same_test_metrics(tmp_path, caplog):
+def test_train_then_eval_give_the_same_test_metrics(tmp_path, caplog, capsys):
     """The default job's checkpoint through eval.py (mode=test): the same test metrics as the
     run's own test (the online probe and kNN read the bank the checkpoint holds), and no
-    checkpoint callback of Lightning's own, nor its tip, in a run that only tests."""
+    checkpoint callback of Lightning's own, nor its tip, in a run that only tests. Each prints
+    its test metrics once, in its summary, not also in Lightning's table."""
     train_cfg = compose_cfg(tmp_path / "t", [*SHORT, "trainer.max_epochs=2"])
     train(train_cfg)
+    assert capsys.readouterr().out.count("test/probe_acc") == 1
     results = json.loads((tmp_path / "t" / "run" / "metrics.json").read_text())
     best = results["checkpoints"]["best"]
     assert Path(best).is_file() and Path(results["checkpoints"]["last"]).is_file()
@@ -254,6 +256,7 @@ def test_train_then_eval_give_the_same_test_metrics(tmp_path, caplog):
     with caplog.at_level(logging.INFO):
         metrics = evaluate(eval_cfg)
     assert "litmodels" not in caplog.text
+    assert capsys.readouterr().out.count("test/probe_acc") == 1
     for key in ("test/probe_acc", "test/knn_acc"):
         assert metrics[key] == pytest.approx(results["metrics"][key], abs=1e-6), key
     assert (tmp_path / "e" / "run" / "metrics.json").exists()

@@ -208,8 +208,11 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     set_matmul_precision(cfg.matmul_precision)
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, logger=loggers or False)
     try:
-        # weights_only, as train.py: a checkpoint restores tensors and plain values, never code.
-        trainer.test(model, datamodule=datamodule, ckpt_path=str(ckpt), weights_only=True)
+        # weights_only, as train.py: a checkpoint restores tensors and plain values, never
+        # code. verbose=False: the eval summary shows the metrics, Lightning's table again.
+        trainer.test(
+            model, datamodule=datamodule, ckpt_path=str(ckpt), weights_only=True, verbose=False
+        )
     finally:
         finish_wandb(loggers)
     metrics = final_metrics(trainer)

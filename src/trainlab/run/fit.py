@@ -89,7 +89,14 @@ def fit_and_test(cfg: DictConfig, trainer: L.Trainer, model, datamodule, run_dir
         metrics, facts = keep_fit(run_dir, trainer, final_metrics(trainer))
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         if cfg.get("test") and pruned_epoch(trainer) is None:  # a pruned trial stops here
-            trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
+            # verbose=False: the run summary shows the test metrics, Lightning's table again
+            trainer.test(
+                model,
+                datamodule=datamodule,
+                ckpt_path=best or None,
+                weights_only=True,
+                verbose=False,
+            )
             metrics.update(final_metrics(trainer))
     except SIGTERMException:  # pre-empted: InterruptionCheckpoint saved last.ckpt
         stop_after_signal(trainer, run_dir, cfg)
