@@ -4,6 +4,8 @@ dir's own files, and a multirun's summary (summary.csv and summary.png)."""
 import csv
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 from omegaconf import OmegaConf
@@ -81,6 +83,25 @@ def test_the_csv_is_never_written_into_a_run_or_over_a_file_without_force(runs, 
     with pytest.raises(SystemExit) as stop:  # a file where a folder should be
         main([str(runs), "--csv", str(mine / "t.csv")])
     assert stop.value.code == 2 and "cannot write" in capsys.readouterr().err
+
+
+def test_a_run_whose_lock_another_process_holds_is_running_and_stopped_once_it_dies(runs, tmp_path):
+    """Run d left a last.ckpt ("stopped"); while a process holds its lock, as a training run
+    does, it is "running"; once that process is killed, "stopped" again."""
+    lock = runs / "runs" / "d" / ".lock"
+    hold = "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); "
+    hold += "f.write('4242'); f.flush(); print('held', flush=True); time.sleep(120)"
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(lock)], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"held\n"
+        main([str(runs), "--csv", str(tmp_path / "held.csv")])
+    finally:
+        holder.kill()
+        holder.wait()
+    main([str(runs), "--csv", str(tmp_path / "dead.csv")])
+    status = {name: {r["run"].split("/")[-1]: r["status"] for r in rows(tmp_path / name)}["d"]
+              for name in ("held.csv", "dead.csv")}  # fmt: skip
+    assert status == {"held.csv": "running", "dead.csv": "stopped"}
 
 
 @pytest.mark.timeout(60)  # opening a FIFO to write blocks until a reader comes: a hang

@@ -128,25 +128,36 @@ def refuse_writes_into_other_runs(cfg: DictConfig) -> None:
             )
 
 
-def _in_use(run_dir: Path, holder) -> UserError:
-    holder.seek(0)
-    pid = holder.read().strip() or "unknown"
+def _pid(lock_file) -> str:
+    lock_file.seek(0)
+    return lock_file.read().strip() or "unknown"
+
+
+def _in_use(run_dir: Path, pid: str) -> UserError:
     return UserError(
         f"run dir {run_dir} is in use by another process (PID {pid}): wait for it to end, "
         "or pick another run_name"
     )
 
 
-def refuse_if_locked(run_dir: Path) -> None:
-    """Refuse a run dir whose lock another process holds, without writing anything."""
+def lock_holder(run_dir: Path) -> str | None:
+    """The PID of the live process (other than this one) that holds the run dir's lock, else
+    None; nothing is written."""
     path = run_dir / LOCK_FILE
     if not path.is_file() or (_held_lock is not None and Path(_held_lock.name) == path):
-        return
+        return None
     with open(path) as f:
         try:
             fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released when f closes
         except BlockingIOError:
-            raise _in_use(run_dir, f) from None
+            return _pid(f)
+    return None
+
+
+def refuse_if_locked(run_dir: Path) -> None:
+    """Refuse a run dir whose lock another process holds, without writing anything."""
+    if (pid := lock_holder(run_dir)) is not None:
+        raise _in_use(run_dir, pid)
 
 
 def lock(run_dir: Path) -> None:
@@ -161,7 +172,7 @@ def lock(run_dir: Path) -> None:
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        error = _in_use(run_dir, f)
+        error = _in_use(run_dir, _pid(f))
         f.close()
         raise error from None
     f.seek(0)

@@ -7,11 +7,13 @@
 A run dir is any folder with the ``meta.json`` that train.py and eval.py write at start. Its
 status comes from what the run left behind, so the table works offline, on a shared file
 system and without W&B:
+- running: another process holds the run dir's lock (run/run_dir.py), which the kernel drops
+  when that process ends, however it ends;
 - finished: ``metrics.json`` (written at the very end);
 - pruned: a metrics.json that says so (an Optuna trial its pruner stopped early);
 - failed: no metrics.json, and ``train.log`` holds a traceback (run_task writes it there);
 - stopped: neither, but a ``checkpoints/last.ckpt`` to continue from (``resume=true``);
-- incomplete: none of these (still running, or killed before its first checkpoint);
+- incomplete: none of these (killed before its first checkpoint);
 - damaged: a file the table reads (meta.json, metrics.json) does not parse, or a run file is
   there but not a regular file (a FIFO as config.yaml); the row says why.
 """
@@ -25,13 +27,13 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from trainlab.run.run_dir import check_output
+from trainlab.run.run_dir import check_output, lock_holder
 from trainlab.runs.sweep_summary import read_overrides, swept_keys
 from trainlab.utils.console import print_jobs
 from trainlab.utils.errors import ConfigError, UserError
 from trainlab.utils.files import not_a_file
 
-STATUSES = ("finished", "pruned", "failed", "stopped", "incomplete", "damaged")
+STATUSES = ("running", "finished", "pruned", "failed", "stopped", "incomplete", "damaged")
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "=": operator.eq}
 
 
@@ -45,6 +47,8 @@ RESUMED = "resuming from "  # what train.py logs when resume=true finds a checkp
 
 
 def status(run_dir: Path) -> str:
+    if lock_holder(run_dir) is not None:
+        return "running"
     if (run_dir / "metrics.json").is_file():
         return (
             "pruned"
