@@ -97,7 +97,8 @@ def test_a_ddp_step_sends_the_gradients_and_little_else(tmp_path):
     # the monitors' features and labels, var_cov's pooled context; the step's loss for the
     # epoch's train/loss (model/epoch_mean.py: one float64)
     assert run["other_comm_collectives_per_step"] == {"all_gather": 3, "all_reduce": 1}, run
-    assert "gradient bytes sent/step" in result.stdout
+    assert "gradients sent/step, per rank (MiB)" in result.stdout
+    assert f"{run['comm_bytes_per_step'] / 2**20:.4g}" in result.stdout
     results = json.loads((tmp_path / "train" / "runs" / "comm" / "metrics.json").read_text())
     assert run["features_ranks"] == 2 and run["features_images"]["train"] == 300, run
     assert run["features_images"]["val"] <= 100 and run["features_images"]["test"] <= 100

@@ -15,10 +15,13 @@ SPEED_ROWS = {
     "train_tokens_per_s": "train tokens/s",
     "train_tflops_per_s": "train TFLOP/s",
     "train_mfu": "MFU",
-    "comm_bytes_per_step": "gradient bytes sent/step (per rank)",
-    "other_comm_bytes_per_step": "other bytes sent/step (per rank)",
     "estimated_peak_gib": "peak memory, estimated (GiB)",
     "peak_memory_gib": "peak memory, measured (GiB)",
+}
+# ... and those counted in bytes, shown in MiB
+BYTE_ROWS = {
+    "comm_bytes_per_step": "gradients sent/step, per rank (MiB)",
+    "other_comm_bytes_per_step": "other data sent/step, per rank (MiB)",
 }
 
 
@@ -40,6 +43,7 @@ def report_run(
             "wall time (s)": run["wall_seconds"],
             "precision": run["precision"],
             **{label: run[key] for key, label in SPEED_ROWS.items() if key in run},
+            **{label: run[key] / 2**20 for key, label in BYTE_ROWS.items() if key in run},
         },
         checkpoints={"best": best or None, "last": str(last) if last.exists() else None},
         run=run,
