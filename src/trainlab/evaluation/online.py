@@ -2,14 +2,12 @@
 
 Both classifiers read a bank of recent training features (the whole train split when it
 fits) and are the frozen-feature protocol's own (evaluation/), so the numbers they log at
-the end of a run follow ``eval.py mode=features`` on the same checkpoint (on the same split,
-``experiment=ijepa_mnist``'s probe within a point of the protocol's chosen head, its kNN 1 to
-4 points below, as the protocol picks its kNN view on val and this one reads ``last4``):
+the end of a run follow ``eval.py mode=features`` on the same checkpoint (docs/evaluation.md
+measures how closely):
 - a linear probe fitted on the bank at the start of every evaluation, exactly as the
   protocol fits one grid point (evaluation/linear_grid.py; about 2 s for 4,096 x 768 on
-  2 CPU cores). The probe it replaces, trained alongside by the run's optimizer, read the
-  last block only and lagged the moving features: 0.78-0.81 on val at the end of
-  ``experiment=ijepa_mnist`` (35 epochs then) where the fitted head reads 0.83-0.84 (3 seeds);
+  2 CPU cores): fitted afresh, it reads the features as they are now, where a probe trained
+  alongside by the run's optimizer would lag them as they move;
 - DINO's kNN on features standardised with the bank's statistics (the protocol's ``+bn``
   view: without it a large offset shared by all pooled features blurs cosine similarity).
 
