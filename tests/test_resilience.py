@@ -191,14 +191,15 @@ def test_a_resume_from_an_epoch_end_checkpoint_with_loader_workers_is_exact(tmp_
 @pytest.mark.parametrize("name", ["SIGUSR1", "SIGINT"])
 def test_sigusr1_and_ctrl_c_save_last_checkpoint_and_exit(tmp_path, monkeypatch, capfd, name):
     """SIGUSR1 or Ctrl-C (SIGINT) after step 2: the run stops after the next step, saves
-    last.ckpt, says how to continue and exits 128 + signal. Without this, Ctrl-C stopped at
-    once and kept only the last epoch's last.ckpt."""
+    last.ckpt, says how to continue and exits 128 + signal (a Ctrl-C that stopped at once
+    would keep only the last epoch's last.ckpt). Saving says nothing of Lightning's defaults."""
     number = signal.Signals[name].value
     before = {s: signal.getsignal(s) for s in (signal.SIGUSR1, signal.SIGINT)}
     run = [*FAST, f"run_name={name}", "model.encoder.depth=1"]
     assert train_in_process(monkeypatch, tmp_path, *run, *stop_at(2, name)) == 128 + number
-    err = capfd.readouterr().err
+    out, err = capfd.readouterr()
     assert f"stopped by {name} at step 3" in err and "resume=true" in err
+    assert "`weights_only` was not set" not in out + err
     last = tmp_path / "train" / "runs" / name / "checkpoints" / "last.ckpt"
     assert torch.load(last, weights_only=True)["global_step"] == 3
     assert {s: signal.getsignal(s) for s in before} == before  # handlers restored

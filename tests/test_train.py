@@ -362,7 +362,9 @@ def test_resume_continues_the_run_in_its_own_dir(tmp_path, monkeypatch, capfd):
     assert last["global_step"] == 6 and last["epoch"] == 1  # 3 steps, then 3 more
     assert (run_dir / "config.yaml").read_text() == config
     assert "resume=true" in (run_dir / "resumes.txt").read_text()
-    assert "resume: trainer.max_epochs: 1 -> 2" in (run_dir / "train.log").read_text()
+    log = (run_dir / "train.log").read_text()
+    assert "resume: trainer.max_epochs: 1 -> 2" in log
+    assert "resume: resume:" not in log and "resume: run_name:" not in log  # how it is asked
 
 
 def test_a_library_warning_is_one_line_on_the_console_and_in_the_run_log(

@@ -235,7 +235,7 @@ class InterruptionCheckpoint(L.Callback):
             self.signal = self.signal or signal.SIGTERM
             if trainer.state.fn == "fit":  # during test the model holds the best weights
                 # Every rank is here at the same batch: a normal, collective save.
-                trainer.save_checkpoint(self.dirpath / "last.ckpt")
+                trainer.save_checkpoint(self.dirpath / "last.ckpt", weights_only=False)
             return
         if isinstance(trainer.strategy, ModelParallelStrategy):
             log.warning(

@@ -26,8 +26,7 @@ RESUME_MAY_CHANGE = (
     "paths.",
     "features.",
     "test",
-    "resume",
-    "run_name",  # saved as ${now:...} when the first command did not name the run
+    "resume_from",
     "tags",
     "compile",
     "matmul_precision",
@@ -90,7 +89,10 @@ def resume_changes(saved: DictConfig, cfg: DictConfig) -> list[str]:
     config (unresolved, as config.yaml holds it); a ConfigError names any key a resumed
     run cannot take."""
     old, new = _flat(OmegaConf.to_container(saved)), _flat(OmegaConf.to_container(cfg))
-    changed = sorted(k for k in old.keys() | new.keys() if old.get(k, UNSET) != new.get(k, UNSET))
+    # How every resume is asked for, not a change: resume=true, and the run's name (saved as
+    # ${now:...} when the first command did not name the run).
+    keys = (old.keys() | new.keys()) - {"resume", "run_name"}
+    changed = sorted(k for k in keys if old.get(k, UNSET) != new.get(k, UNSET))
     refused = [k for k in changed if not k.startswith(RESUME_MAY_CHANGE)]
     if refused:
         shown = ", ".join(f"{k}={new.get(k, UNSET)} (run: {old.get(k, UNSET)})" for k in refused)
