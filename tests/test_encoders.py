@@ -127,9 +127,10 @@ def test_a_convnexts_gradients_keep_their_parameters_strides_and_values():
 
 @pytest.mark.parametrize("name", ["efficientnet_b0", "regnetx_002", "mobilenetv3_small_100"])
 def test_every_batchnorm_of_a_timm_cnn_is_the_global_kind_with_its_activation_kept(tmp_path, name):
-    """timm's BatchNormAct2d (BatchNorm, drop, activation) could not take the project's
-    norm class, and ran per rank silently: now each is GlobalBatchNormAct2d, computing what
-    timm's own module computes on one process, weights and statistics in place."""
+    """timm's BatchNormAct2d (BatchNorm, drop, activation) cannot take the project's norm
+    class and would run per rank silently: each is GlobalBatchNormAct2d, computing what timm's
+    own module computes on one process, weights and statistics in place. The data's image
+    size, which timm.yaml gives every model, does not reach a CNN's constructor."""
     cfg = compose_cfg(
         tmp_path, ["experiment=vicreg_digits_efficientnet", f"model.encoder.model_name={name}"]
     )
@@ -144,6 +145,18 @@ def test_every_batchnorm_of_a_timm_cnn_is_the_global_kind_with_its_activation_ke
     x = torch.randn(4, 1, 32, 32)
     assert torch.allclose(encoder.train()(x), plain.train()(x), atol=1e-5)  # act and drop kept
     assert torch.allclose(encoder.eval()(x), plain.eval()(x), atol=1e-5)  # statistics moved alike
+
+
+def test_a_timm_vit_is_built_for_the_datas_image_size_and_monitored(tmp_path):
+    """timm builds a ViT for one input size (224 in its name): model/encoder=timm gives it the
+    data's, so vit_tiny_patch16_224 trains on 32 px digits, its monitors on the last 4 blocks."""
+    overrides = ["model/encoder=timm", "model.encoder.model_name=vit_tiny_patch16_224"]
+    cfg = compose_cfg(tmp_path, [*overrides, "data.image_size=32"])
+    model = instantiate(cfg.model)
+    x = torch.randn(3, 1, 32, 32)
+    assert model.encoder.patch_embed.img_size == (32, 32)
+    assert model.encoder(x).shape == (3, 192)
+    assert model.monitored_features(x).shape == (3, 4 * 192)
 
 
 def test_per_rank_batchnorm_on_two_ranks_is_refused_unless_named(tmp_path):
