@@ -188,6 +188,20 @@ def test_a_batch_larger_than_the_train_split_is_refused_before_the_run_dir(
     assert code == 0, err[-2000:]
 
 
+@pytest.mark.parametrize("value", ["~/photos", "'~/photos'"], ids=["unquoted", "quoted"])
+def test_a_path_that_starts_with_a_tilde_says_to_write_home(tmp_path, monkeypatch, capfd, value):
+    """The shell leaves ~ after key= as it is: unquoted, Hydra's grammar cannot read it;
+    quoted, it would name a folder ~ in the working directory and read as missing."""
+    args = ("experiment=vicreg_folder", f"data.root={value}", "run_name=r")
+    code, err = run_train(tmp_path, monkeypatch, capfd, *args)
+    assert code == 2, err[-2000:]
+    assert_one_clear_line(err, "data.root=~/photos: ~ is not expanded", "data.root=$HOME/photos")
+    assert not (tmp_path / "logs" / "train" / "runs" / "r").exists()
+    argv = ["eval.py", f"ckpt_path={value}", f"paths.log_dir={tmp_path / 'logs'}"]
+    assert run_in_process(trainlab.eval.main, argv, monkeypatch) == 2
+    assert_one_clear_line(capfd.readouterr().err, "write ckpt_path=$HOME/photos")
+
+
 def test_mixed_image_modes_and_unicode_names_train(tmp_path, monkeypatch, capfd):
     """Gray, RGBA and 16-bit PNGs in one folder, class and file names with spaces and
     non-ASCII letters: all are read (converted to data.in_chans), nothing is skipped."""

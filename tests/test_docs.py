@@ -26,6 +26,7 @@ SHOWN_REFUSED = {
     ("train", ("data=mnst5k",)): "Could not find 'data/mnst5k'",
     ("train", ("trainer.max_epoch=3",)): "Could not override 'trainer.max_epoch'",
     ("train", ("key=a,b",)): "Could not override 'key'",
+    ("train", ("experiment=vicreg_folder", "data.root=~/photos")): "LexerNoViableAltException",
 }
 
 

@@ -22,7 +22,7 @@ from trainlab.checks.checkpoint_config import (
     copy_unless_given,
     run_config_of,
 )
-from trainlab.checks.config import check_config
+from trainlab.checks.config import check_config, refuse_home_tildes
 from trainlab.checks.copied_run import confine_data, confine_encoder, confine_model
 from trainlab.checks.hydra_errors import one_line_hydra_errors
 from trainlab.commands import CONFIGS
@@ -167,6 +167,7 @@ def rate_features(cfg: DictConfig, ckpt: Path, state: dict, start: float) -> dic
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:
     start = time.monotonic()
+    refuse_home_tildes(cfg)  # before the checkpoint's check would call it missing
     ckpt = Path(cfg.ckpt_path)
     if what := not_a_file(ckpt):
         raise UserError(f"ckpt_path={cfg.ckpt_path} {what}: pass a .ckpt file from a run dir")

@@ -20,8 +20,9 @@ import typing_extensions
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
+from trainlab.run.overrides import flat_leaves
 from trainlab.utils.errors import ConfigError
-from trainlab.utils.files import not_a_file
+from trainlab.utils.files import home_path, not_a_file
 from trainlab.utils.logging import get_logger
 from trainlab.utils.omegaconf_internals import is_interpolation, node_at
 
@@ -285,6 +286,7 @@ def check_config(
     the check before torch (``imports=False``) checks what needs no signature: a bad value
     there is refused in under a second (``warn=False``: its warnings come once, from the
     full check after)."""
+    refuse_home_tildes(cfg)  # first: a check of the path would say it is missing
     for key in cfg:
         if key == "hydra" or not isinstance(node_at(cfg, key), DictConfig):
             continue  # Hydra's own node (validated by Hydra), and root values
@@ -334,6 +336,15 @@ def check_config(
     if warn:
         warn_unvalidated_epochs(cfg)
         warn_warmup_past_the_run(cfg)
+
+
+def refuse_home_tildes(cfg: DictConfig) -> None:
+    """A value ``~/...`` would be read as a folder named ~ in the working directory."""
+    values = OmegaConf.to_container(cfg, resolve=False)
+    values.pop("hydra", None)
+    for key, value in flat_leaves(values).items():
+        if isinstance(value, str) and (value == "~" or value.startswith("~/")):
+            raise ConfigError(home_path(key, value))
 
 
 def check_lr_schedule(model: DictConfig | None) -> None:

@@ -24,6 +24,7 @@ from hydra.errors import (
 from omegaconf import Container, OmegaConf
 
 from trainlab.utils.errors import UserError, storage_error
+from trainlab.utils.files import home_path
 from trainlab.utils.source import CONFIGS
 
 # Keys that moved, and where to: Hydra's own "not a key" would suggest a near spelling.
@@ -77,6 +78,9 @@ def describe(error: HydraException, script: str) -> str:
             f"(python {script} --cfg job lists every key; +{key}=... adds a new one)"
         )
     if isinstance(error, OverrideParseException):
+        key, _, value = str(error.override).partition("=")
+        if value == "~" or value.startswith("~/"):  # Hydra's grammar has no ~ in a value
+            return home_path(key, value)
         return (
             f"cannot read the override '{error.override}': {error.message.splitlines()[0]} (quote a value "
             f"holding spaces or brackets: key='value'; python {script} --help lists the groups)"

@@ -77,10 +77,14 @@ def experiment_changes(configs: Path, choices: dict, task_overrides: list[str]) 
     return lines
 
 
-def _flat(node, prefix: str = "") -> dict[str, object]:
+def flat_leaves(node, prefix: str = "") -> dict[str, object]:
     """Dotted key -> leaf value of a plain container (lists are leaves)."""
     if isinstance(node, dict):
-        return {k: v for key, val in node.items() for k, v in _flat(val, f"{prefix}{key}.").items()}
+        return {
+            k: v
+            for key, val in node.items()
+            for k, v in flat_leaves(val, f"{prefix}{key}.").items()
+        }
     return {prefix[:-1]: node}
 
 
@@ -88,7 +92,8 @@ def resume_changes(saved: DictConfig, cfg: DictConfig) -> list[str]:
     """``key: old -> new`` for each key of ``cfg`` that differs from the run's ``saved``
     config (unresolved, as config.yaml holds it); a ConfigError names any key a resumed
     run cannot take."""
-    old, new = _flat(OmegaConf.to_container(saved)), _flat(OmegaConf.to_container(cfg))
+    old = flat_leaves(OmegaConf.to_container(saved))
+    new = flat_leaves(OmegaConf.to_container(cfg))
     # How every resume is asked for, not a change: resume=true, and the run's name (saved as
     # ${now:...} when the first command did not name the run).
     keys = (old.keys() | new.keys()) - {"resume", "run_name"}

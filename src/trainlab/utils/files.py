@@ -20,3 +20,12 @@ def not_a_file(path: str | Path) -> str | None:
     if stat.S_ISDIR(mode):
         return "is a directory"
     return "is a FIFO, a socket or a device, not a file"
+
+
+def home_path(key: str, value: str) -> str:
+    """The fix for a path that starts with ~, which nothing expands: the shell expands ~ only
+    at the start of a word, not after ``key=``, and Hydra and Python read it as a name."""
+    return (
+        f"{key}={value}: ~ is not expanded after {key}= (the shell expands it only at the start "
+        f"of a word); write {key}=$HOME{value[1:]}"
+    )
