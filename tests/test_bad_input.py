@@ -200,6 +200,11 @@ def test_a_path_that_starts_with_a_tilde_says_to_write_home(tmp_path, monkeypatc
     argv = ["eval.py", f"ckpt_path={value}", f"paths.log_dir={tmp_path / 'logs'}"]
     assert run_in_process(trainlab.eval.main, argv, monkeypatch) == 2
     assert_one_clear_line(capfd.readouterr().err, "write ckpt_path=$HOME/photos")
+    monkeypatch.chdir(tmp_path)  # where Hydra would make a folder named ~
+    code, err = run_train(tmp_path, monkeypatch, capfd, f"hydra.run.dir={value}")
+    assert code == 2, err[-2000:]
+    assert_one_clear_line(err, "write hydra.run.dir=$HOME/photos")
+    assert not (tmp_path / "~").exists()
 
 
 def test_mixed_image_modes_and_unicode_names_train(tmp_path, monkeypatch, capfd):
