@@ -22,7 +22,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from trainlab.run.overrides import flat_leaves
 from trainlab.utils.errors import ConfigError
-from trainlab.utils.files import at_home, home_path, not_a_file
+from trainlab.utils.files import home_path, not_a_file
 from trainlab.utils.logging import get_logger
 from trainlab.utils.omegaconf_internals import is_interpolation, node_at
 
@@ -343,8 +343,8 @@ def refuse_home_tildes(cfg: DictConfig) -> None:
     values = OmegaConf.to_container(cfg, resolve=False)
     values.pop("hydra", None)
     for key, value in flat_leaves(values).items():
-        if at_home(value):
-            raise ConfigError(home_path(key, value))
+        if fix := home_path(key, value):
+            raise ConfigError(fix)
 
 
 def check_lr_schedule(model: DictConfig | None) -> None:

@@ -24,7 +24,7 @@ from hydra.errors import (
 from omegaconf import Container, OmegaConf
 
 from trainlab.utils.errors import UserError, storage_error
-from trainlab.utils.files import at_home, home_path
+from trainlab.utils.files import home_path
 from trainlab.utils.source import CONFIGS
 
 # Keys that moved, and where to: Hydra's own "not a key" would suggest a near spelling.
@@ -79,8 +79,8 @@ def describe(error: HydraException, script: str) -> str:
         )
     if isinstance(error, OverrideParseException):
         key, _, value = str(error.override).partition("=")
-        if at_home(value):  # Hydra's grammar has no ~ in a value
-            return home_path(key, value)
+        if fix := home_path(key, value):  # Hydra's grammar has no ~ in a value
+            return fix
         return (
             f"cannot read the override '{error.override}': {error.message.splitlines()[0]} (quote a value "
             f"holding spaces or brackets: key='value'; python {script} --help lists the groups)"

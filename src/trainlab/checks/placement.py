@@ -22,7 +22,7 @@ from omegaconf import DictConfig, open_dict
 
 from trainlab.run.run_dir import LOCK_FILE, RESULT_FILES, RUN_MARKER, note_new_folders
 from trainlab.utils.errors import ConfigError, UserError
-from trainlab.utils.files import at_home, home_path
+from trainlab.utils.files import home_path
 
 FORBIDDEN_CHARACTERS = set('/\\:*?"<>|') | {chr(c) for c in range(32)}
 
@@ -79,8 +79,8 @@ def check_place(key: str, value: object, folder: Path, log_dir: str, given: bool
     nor above another run and, unless the command line ``given`` the dir itself (then it is
     the user's choice), lies inside the log dir."""
     for name, path in (("paths.log_dir", log_dir), (key, value)):
-        if at_home(str(path)):  # before Hydra makes a folder named ~ here
-            raise ConfigError(home_path(name, str(path)))
+        if fix := home_path(name, str(path)):  # before Hydra makes a folder named ~ here
+            raise ConfigError(fix)
     try:
         return _check_place(key, value, folder, log_dir, given)
     except OSError as e:  # a path the file system cannot hold (over PATH_MAX, 4096 bytes)

@@ -22,14 +22,12 @@ def not_a_file(path: str | Path) -> str | None:
     return "is a FIFO, a socket or a device, not a file"
 
 
-def at_home(value: object) -> bool:
-    """Whether ``value`` is a path that starts with ~ (home), which nothing here expands."""
-    return isinstance(value, str) and (value == "~" or value.startswith("~/"))
-
-
-def home_path(key: str, value: str) -> str:
-    """The fix for a path that starts with ~, which nothing expands: the shell expands ~ only
-    at the start of a word, not after ``key=``, and Hydra and Python read it as a name."""
+def home_path(key: str, value: object) -> str | None:
+    """The fix for a path that starts with ~ (home), which nothing expands: the shell expands
+    ~ only at the start of a word, not after ``key=``, and Hydra and Python read it as a name.
+    None for any other value."""
+    if not (isinstance(value, str) and (value == "~" or value.startswith("~/"))):
+        return None
     return (
         f"{key}={value}: ~ is not expanded after {key}= (the shell expands it only at the start "
         f"of a word); write {key}=$HOME{value[1:]}"
