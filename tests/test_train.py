@@ -222,15 +222,19 @@ def test_the_core_times_the_fit_alone(monkeypatch):
 
 def test_the_run_summary_shows_results_and_metrics_json_keeps_every_metric(tmp_path, capsys):
     """The console leaves out per-step values and LearningRateMonitor's per-group rates (the
-    default job has four, all equal to train/lr); metrics.json keeps them all."""
+    default job has four, all equal to train/lr); metrics.json keeps them all. A path longer
+    than the console stays on one line, to be copied."""
     from trainlab.run.metrics_file import report
 
     metrics = {
         "val/probe_acc": 0.95, "train/lr": 1e-6, "train/loss_step": 18.0,
         "lr-AdamW/encoder/decay": 1e-6, "lr-AdamW/encoder/no_decay": 1e-6,
     }  # fmt: skip
-    path = report("run summary", tmp_path, metrics, head={"run dir": tmp_path})
+    best = tmp_path / "checkpoints" / f"epoch039-step000800-{'x' * 80}.ckpt"
+    head = {"run dir": tmp_path, "best checkpoint": best}
+    path = report("run summary", tmp_path, metrics, head=head)
     screen = capsys.readouterr().out
+    assert str(best) in screen
     assert "val/probe_acc" in screen and "train/lr" in screen
     assert "lr-AdamW" not in screen and "loss_step" not in screen
     assert json.loads(path.read_text())["metrics"] == metrics

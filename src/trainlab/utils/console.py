@@ -41,13 +41,24 @@ def _fmt(value) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+def print_unfolded(table: Table) -> None:
+    """A table at its natural width, wider than the console where it must be: a path folded
+    over two lines cannot be copied, nor a column of many folded to a letter per line read.
+    Long lines stay greppable in a log."""
+    console = rich.get_console()
+    natural = console.measure(table, options=console.options.update_width(10_000)).maximum
+    if natural > console.width:
+        console = Console(width=natural)
+    console.print(table)
+
+
 def print_summary(title: str, rows: Mapping[str, object]) -> None:
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column(style="bold", no_wrap=True)
-    table.add_column(overflow="fold")
+    table.add_column()
     for key, value in rows.items():
         table.add_row(key, _fmt(value))
-    rich.print(table)
+    print_unfolded(table)
 
 
 def print_jobs(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
@@ -56,10 +67,4 @@ def print_jobs(title: str, header: Sequence[str], rows: Sequence[Sequence[object
         table.add_column(name, overflow="fold")
     for row in rows:
         table.add_row(*(_fmt(v) for v in row))
-    # Wider than the console rather than folded to a letter per line: with many columns
-    # in an 80-column log, folding leaves nothing readable; long lines stay greppable.
-    console = rich.get_console()
-    natural = console.measure(table, options=console.options.update_width(10_000)).maximum
-    if natural > console.width:
-        console = Console(width=natural)
-    console.print(table)
+    print_unfolded(table)
