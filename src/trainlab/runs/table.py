@@ -157,14 +157,18 @@ def table(runs: list[dict], metrics: list[str], short: bool) -> tuple[list[str],
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m trainlab.runs", description=__doc__.splitlines()[0]
+    )
     parser.error = fail  # one line, not argparse's usage block: --help shows the usage
-    parser.add_argument("roots", nargs="*", type=Path, default=[Path("logs")])
+    parser.add_argument(
+        "roots", nargs="*", type=Path, default=[Path("logs")], help="folders of runs (logs)"
+    )
     parser.add_argument(
         "--metrics", nargs="*", default=["optimized"], help="columns; 'optimized': each run's own"
     )
     parser.add_argument("--sort", help="a metric: best first (highest, or lowest with --asc)")
-    parser.add_argument("--asc", action="store_true")
+    parser.add_argument("--asc", action="store_true", help="--sort lowest first")
     parser.add_argument("--where", action="append", default=[], help='e.g. "val/acc>0.5"')
     parser.add_argument("--status", nargs="*", choices=STATUSES, help="keep only these")
     parser.add_argument("--csv", type=Path, help="also write the table here (outside run dirs)")
