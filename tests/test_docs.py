@@ -14,6 +14,7 @@ from conftest import CONFIGS, ROOT
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
 from test_parts import parts
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -84,16 +85,22 @@ def of_a_removed_part(overrides: list[str]) -> bool:
     return any(f"configs/{group}/{name}.yaml" in removed for group, name in chosen)
 
 
+def help_footer() -> str:
+    """The examples `python train.py --help` ends with (configs/hydra/default.yaml)."""
+    return OmegaConf.load(CONFIGS / "hydra" / "default.yaml").help.footer
+
+
 def test_every_command_in_the_readme_and_docs_composes():
     seen, failed = set(), []
+    texts = [(page.name, page.read_text()) for page in PAGES] + [("--help", help_footer())]
     GlobalHydra.instance().clear()
     with initialize_config_dir(str(CONFIGS), version_base="1.3"):
-        for page in PAGES:
-            for entry, overrides in commands(page.read_text()):
+        for name, text in texts:
+            for entry, overrides in commands(text):
                 if (entry, tuple(overrides)) in seen:
                     continue
                 seen.add((entry, tuple(overrides)))
-                shown = f"{page.name}: python {entry}.py {' '.join(overrides)}"
+                shown = f"{name}: python {entry}.py {' '.join(overrides)}"
                 if of_a_removed_part(overrides):
                     continue
                 refused = SHOWN_REFUSED.get((entry, tuple(overrides)))
@@ -107,6 +114,17 @@ def test_every_command_in_the_readme_and_docs_composes():
                         failed.append(f"{shown}: composed, but the page shows it refused")
     assert len(seen) > 30  # the pages show that many; fewer means the reader missed them
     assert not failed, "\n".join(failed)
+
+
+def test_help_names_the_default_jobs_method():
+    """`python train.py --help` says what `python train.py` trains: the default model's class."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(str(CONFIGS), version_base="1.3"):
+        method = compose("train").model._target_.rsplit(".", 1)[-1]
+    (line,) = [
+        x for x in help_footer().splitlines() if x.split("#")[0].strip() == "python train.py"
+    ]
+    assert method in line, line
 
 
 HISTORY = re.compile(r"[Ii]ssue #?[0-9]+|[Rr]ounds? [0-9]+")
