@@ -2,6 +2,7 @@
 decay (model/classifier.py, networks/encoder_classifier.py)."""
 
 import json
+import re
 from functools import partial
 from pathlib import Path
 
@@ -183,11 +184,13 @@ def test_last4_features_match_the_hand_written_forward():
     assert torch.allclose(net.features(x), expected, atol=1e-5)
 
 
-def test_train_then_eval_give_the_same_test_metric(tmp_path):
+def test_train_then_eval_give_the_same_test_metric(tmp_path, capsys):
     train_cfg = compose_cfg(
         tmp_path / "t", ["experiment=digits_classifier", "trainer.max_epochs=2"]
     )
     train(train_cfg)
+    flops = re.search(r"Total FLOPs: (\S+)", capsys.readouterr().out)
+    assert flops and flops[1] != "0"  # the model summary ran the classifier on an image
     results = json.loads((tmp_path / "t" / "run" / "metrics.json").read_text())
     best = results["checkpoints"]["best"]
     assert Path(best).is_file() and Path(results["checkpoints"]["last"]).is_file()

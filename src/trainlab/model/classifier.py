@@ -14,6 +14,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from torchvision.transforms import v2
 
 from trainlab.model.epoch_mean import EpochMean
+from trainlab.model.summary_input import summary_input
 from trainlab.optim.fused import fused_by_default
 from trainlab.optim.schedules import warmup_cosine, warmup_steps
 from trainlab.utils.ranges import Count, NonNegative, PositiveFraction
@@ -100,6 +101,9 @@ class Classifier(L.LightningModule):
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.val_acc_best = MaxMetric()
         self.epoch_loss = EpochMean()  # train/loss, kept in the checkpoint
+
+    def setup(self, stage: str) -> None:
+        self.example_input_array = summary_input(self.trainer)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)

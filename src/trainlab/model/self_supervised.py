@@ -34,11 +34,11 @@ from typing import Literal
 
 import lightning as L
 import torch
-from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy
 from lightning.pytorch.utilities.parsing import collect_init_args
 
 from trainlab.evaluation.online import OnlineEvaluator
 from trainlab.model.epoch_mean import EpochMean
+from trainlab.model.summary_input import summary_input
 from trainlab.networks.encoder import layer_widths, pooled_layers, probe_layers
 from trainlab.networks.global_batch_norm import GLOBAL, PER_RANK
 from trainlab.optim.fused import fused_by_default
@@ -193,17 +193,8 @@ class SelfSupervised(L.LightningModule):
         return []
 
     def setup(self, stage: str) -> None:
-        datamodule = self.trainer.datamodule
-        if datamodule is not None and hasattr(datamodule, "image_size"):
-            # One blank image: Lightning's model summary runs forward on it for its FLOPs
-            # column (the evaluation forward, per image; the throughput part counts steps').
-            size = datamodule.image_size
-            self.example_input_array = torch.zeros(1, datamodule.in_chans, size, size)
+        self.example_input_array = summary_input(self.trainer)
         keep_out_of_buffer_broadcast(self, self.equal_on_every_rank())
-        # Under FSDP the summary's forward meets sharded parameters next to plain tensors and
-        # fails (FSDP2: "mixed torch.Tensor and DTensor"): no example, no FLOPs column there.
-        if isinstance(self.trainer.strategy, (ModelParallelStrategy, FSDPStrategy)):
-            self.example_input_array = None
 
     # -- steps -----------------------------------------------------------------------------
     def step_generator(self, batch_idx: int) -> torch.Generator:
