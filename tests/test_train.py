@@ -225,6 +225,7 @@ def test_the_run_summary_shows_results_and_metrics_json_keeps_every_metric(tmp_p
     default job has four, all equal to train/lr); metrics.json keeps them all. A path longer
     than the console stays on one line, to be copied."""
     from trainlab.run.metrics_file import report
+    from trainlab.utils.console import print_jobs
 
     metrics = {
         "val/probe_acc": 0.95, "train/lr": 1e-6, "train/loss_step": 18.0,
@@ -235,6 +236,9 @@ def test_the_run_summary_shows_results_and_metrics_json_keeps_every_metric(tmp_p
     path = report("run summary", tmp_path, metrics, head=head)
     screen = capsys.readouterr().out
     assert str(best) in screen
+    title = f"frozen features of last.ckpt ({'x' * 60}; images: train 1,294, 1 rank(s), 14.0 s)"
+    print_jobs(title, ["features of", "linear (test)"], [["pixels", 0.961]])
+    assert title in capsys.readouterr().out
     assert "val/probe_acc" in screen and "train/lr" in screen
     assert "lr-AdamW" not in screen and "loss_step" not in screen
     assert json.loads(path.read_text())["metrics"] == metrics

@@ -44,11 +44,15 @@ def _fmt(value) -> str:
 def print_unfolded(table: Table) -> None:
     """A table at its natural width, wider than the console where it must be: a path folded
     over two lines cannot be copied, nor a column of many folded to a letter per line read.
-    Long lines stay greppable in a log."""
+    Its title is a line of its own, which rich would fold to the table's width. Long lines
+    stay greppable in a log."""
     console = rich.get_console()
     natural = console.measure(table, options=console.options.update_width(10_000)).maximum
     if natural > console.width:
         console = Console(width=natural)
+    if table.title:
+        console.print(table.title, soft_wrap=True, highlight=False)
+        table.title = None
     console.print(table)
 
 
