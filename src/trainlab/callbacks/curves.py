@@ -21,9 +21,10 @@ MIN_POINTS = 3
 
 
 def drawn(key: str) -> bool:
-    """Not the columns of the row's place, the per-step loss (``train/loss`` is its epoch's
-    mean), LearningRateMonitor's ``lr-*`` (``train/lr`` where the method schedules it), nor the
-    test metrics: one value each, in the run summary."""
+    """Whether a column of metrics.csv gets a panel: not ``epoch`` and ``step`` (where a row
+    was logged), the per-step loss (``train/loss`` is its epoch's mean), LearningRateMonitor's
+    ``lr-*`` (``train/lr`` where the method schedules it), nor the test metrics (one value
+    each, in the run summary)."""
     return (
         key not in ("epoch", "step")
         and not key.endswith("_step")

@@ -41,34 +41,32 @@ def _fmt(value) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def print_unfolded(table: Table) -> None:
-    """A table at its natural width, wider than the console where it must be: a path folded
-    over two lines cannot be copied, nor a column of many folded to a letter per line read.
-    Its title is a line of its own, which rich would fold to the table's width. Long lines
-    stay greppable in a log."""
+def print_unfolded(title: str, table: Table) -> None:
+    """A title line, then the table at its natural width, wider than the console where it
+    must be: a path folded over two lines cannot be copied, nor a column of many folded to a
+    letter per line read (rich folds a table's own title to the table's width, too). Long
+    lines stay greppable in a log."""
     console = rich.get_console()
     natural = console.measure(table, options=console.options.update_width(10_000)).maximum
     if natural > console.width:
         console = Console(width=natural)
-    if table.title:
-        console.print(table.title, soft_wrap=True, highlight=False)
-        table.title = None
+    console.print(title, soft_wrap=True, highlight=False)
     console.print(table)
 
 
 def print_summary(title: str, rows: Mapping[str, object]) -> None:
-    table = Table(title=title, show_header=False, title_justify="left")
+    table = Table(show_header=False)
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
     for key, value in rows.items():
         table.add_row(key, _fmt(value))
-    print_unfolded(table)
+    print_unfolded(title, table)
 
 
 def print_jobs(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    table = Table(title=title, title_justify="left")
+    table = Table()
     for name in header:
-        table.add_column(name, overflow="fold")
+        table.add_column(name)
     for row in rows:
         table.add_row(*(_fmt(v) for v in row))
-    print_unfolded(table)
+    print_unfolded(title, table)
