@@ -114,6 +114,28 @@ def test_a_ddp_step_sends_the_gradients_and_little_else(tmp_path):
     assert results["metrics"]["features/knn_acc"] == pytest.approx(alone.knn_acc, abs=0.02)
 
 
+@pytest.mark.slow  # a 2-process eval.py: make test-slow (CI runs it after make test)
+def test_eval_on_two_ranks_reads_what_one_process_reads(tmp_path):
+    """One checkpoint through eval.py on 1 process and on 2 CPU ranks: the same test metrics,
+    RankMe and feat_std over every test image too, where the ranks hold 180 and 179 of the
+    359."""
+    from trainlab.eval import evaluate
+    from trainlab.training import train
+
+    train(compose_cfg(tmp_path / "t", FAST))
+    ckpt = tmp_path / "t" / "run" / "checkpoints" / "last.ckpt"
+    alone = evaluate(compose_cfg(tmp_path / "one", [f"ckpt_path={ckpt}"], "eval"))
+    result = run_cli(
+        "eval.py", f"ckpt_path={ckpt}", *TWO_CPU_RANKS, f"paths.log_dir={tmp_path}",
+        "run_name=two", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    two = json.loads((tmp_path / "eval" / "runs" / "two" / "metrics.json").read_text())
+    assert set(alone) == set(two["metrics"]) >= {"test/feat_std", "test/rankme"}
+    for key, value in alone.items():
+        assert two["metrics"][key] == pytest.approx(value, rel=1e-5), key
+
+
 @pytest.mark.slow  # a 2-process run: make test-slow (CI runs it after make test)
 def test_a_rank_failing_alone_saves_its_own_state_and_the_job_ends(tmp_path):
     """Rank 1 raises at step 2 while rank 0 goes on: rank 1 writes on_exception.rank1.ckpt

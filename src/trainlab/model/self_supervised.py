@@ -231,9 +231,13 @@ class SelfSupervised(L.LightningModule):
         seen = self.online.take_seen()
         if seen is not None:
             # Ranks may hold one sample more or less (evaluation is not padded); all_gather
-            # needs equal shapes, so every rank contributes the smallest count.
-            n = int(self.all_gather(torch.tensor(len(seen), device=seen.device)).min())
-            gathered = self.all_gather(seen[:n]).reshape(-1, seen.shape[-1])
+            # needs equal shapes, so each rank pads to the largest count, and every rank's
+            # own rows are kept: the same features as one process sees.
+            counts = self.all_gather(torch.tensor(len(seen), device=seen.device)).reshape(-1)
+            most = int(counts.max())
+            padded = torch.cat([seen, seen.new_zeros(most - len(seen), seen.shape[-1])])
+            every = self.all_gather(padded).reshape(len(counts), most, -1)
+            gathered = torch.cat([r[:n] for r, n in zip(every, counts.tolist(), strict=True)])
             # RankMe and feat_std of the embedding itself: the last block's part of the view.
             width = layer_widths(getattr(self, self.evaluated), 1)[0]
             embedding = gathered[:, -width:]
