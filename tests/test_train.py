@@ -223,7 +223,7 @@ def test_the_core_times_the_fit_alone(monkeypatch):
 def test_the_run_summary_shows_results_and_metrics_json_keeps_every_metric(tmp_path, capsys):
     """The console leaves out per-step values and LearningRateMonitor's per-group rates (the
     default job has four, all equal to train/lr); metrics.json keeps them all. A path longer
-    than the console stays on one line, to be copied."""
+    than the console stays on one line, to be copied, and so does a table's title."""
     from trainlab.run.metrics_file import report
     from trainlab.utils.console import print_jobs
 
