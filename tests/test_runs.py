@@ -4,6 +4,7 @@ dir's own files, and a multirun's summary (summary.csv and summary.png)."""
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -83,6 +84,15 @@ def test_the_csv_is_never_written_into_a_run_or_over_a_file_without_force(runs, 
     with pytest.raises(SystemExit) as stop:  # a file where a folder should be
         main([str(runs), "--csv", str(mine / "t.csv")])
     assert stop.value.code == 2 and "cannot write" in capsys.readouterr().err
+
+
+def test_help_names_the_command_a_user_types_and_every_argument(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["--help"])
+    usage = capsys.readouterr().out
+    assert stop.value.code == 0 and usage.startswith("usage: python -m trainlab.runs ")
+    for argument in ("roots", "--asc", "--sort SORT", "--csv CSV"):  # each with what it does
+        assert re.search(rf"^  {argument} +\S", usage, re.MULTILINE), argument
 
 
 def test_a_run_whose_lock_another_process_holds_is_running_and_stopped_once_it_dies(runs, tmp_path):
