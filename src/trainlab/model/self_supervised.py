@@ -35,6 +35,7 @@ from typing import Literal
 import lightning as L
 import torch
 from lightning.pytorch.utilities.parsing import collect_init_args
+from torchmetrics.utilities.distributed import gather_all_tensors
 
 from trainlab.evaluation.online import OnlineEvaluator
 from trainlab.model.epoch_mean import EpochMean
@@ -230,14 +231,9 @@ class SelfSupervised(L.LightningModule):
             self.log(f"{stage}/knn_acc", self.online.knn_acc)
         seen = self.online.take_seen()
         if seen is not None:
-            # Ranks may hold one sample more or less (evaluation is not padded); all_gather
-            # needs equal shapes, so each rank pads to the largest count, and every rank's
-            # own rows are kept: the same features as one process sees.
-            counts = self.all_gather(torch.tensor(len(seen), device=seen.device)).reshape(-1)
-            most = int(counts.max())
-            padded = torch.cat([seen, seen.new_zeros(most - len(seen), seen.shape[-1])])
-            every = self.all_gather(padded).reshape(len(counts), most, -1)
-            gathered = torch.cat([r[:n] for r, n in zip(every, counts.tolist(), strict=True)])
+            # Ranks may hold one sample more or less (evaluation is not padded): torchmetrics'
+            # gather pads to the largest count and keeps each rank's own rows, every image.
+            gathered = torch.cat(gather_all_tensors(seen)) if self.trainer.world_size > 1 else seen
             # RankMe and feat_std of the embedding itself: the last block's part of the view.
             width = layer_widths(getattr(self, self.evaluated), 1)[0]
             embedding = gathered[:, -width:]
