@@ -249,6 +249,19 @@ def catches(pid: int, signum: int) -> bool:
     return bool(caught >> (signum - 1) & 1)
 
 
+def test_sigterm_handler_goes_in_last(monkeypatch):
+    """The test below sends its signal once the process catches SIGTERM: that holds only if
+    SIGTERM's handler is the last of the three to go in."""
+    from trainlab.run import stop_signals
+
+    installed = []
+    real = signal.signal
+    monkeypatch.setattr(signal, "signal", lambda s, h: installed.append(s) or real(s, h))
+    with stop_signals.signals_raise_stopped():
+        pass
+    assert set(installed[:3]) == set(stop_signals.STOPS) and installed[2] == signal.SIGTERM
+
+
 @pytest.mark.parametrize("name", ["SIGTERM", "SIGINT", "SIGUSR1"])
 def test_a_stop_before_training_starts_is_one_line_and_leaves_nothing(tmp_path, name):
     """A stop signal while the run starts (checks, imports, building), before the fit's own
@@ -261,7 +274,7 @@ def test_a_stop_before_training_starts_is_one_line_and_leaves_nothing(tmp_path, 
     )
     deadline = time.monotonic() + 60
     while not catches(proc.pid, signal.SIGTERM) and time.monotonic() < deadline:
-        time.sleep(0.01)  # the stop handlers are in place once the run's task starts
+        time.sleep(0.01)  # SIGTERM's handler goes in last (stop_signals.STOPS)
     proc.send_signal(signal.Signals[name])
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.Signals[name], err[-2000:]

@@ -9,7 +9,8 @@ import signal
 import threading
 from contextlib import contextmanager
 
-STOPS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+# SIGTERM goes in last: once a process catches it, every stop handler is in place.
+STOPS = (signal.SIGINT, signal.SIGUSR1, signal.SIGTERM)
 
 
 class Stopped(BaseException):  # not caught by an `except Exception` on its way out
