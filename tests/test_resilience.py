@@ -16,6 +16,7 @@ from conftest import (
     FAST,
     ROOT,
     free_port,
+    needs_submitit,
     run_cli,
     start_torchrun_node,
     train_in_process,
@@ -410,6 +411,7 @@ def test_a_stop_signal_to_every_process_of_a_2_rank_job_resumes_as_if_uninterrup
 
 
 @pytest.mark.slow  # a 2-task submitit job with a requeue (the twin is a fixture): about 90 s
+@needs_submitit
 def test_submitit_requeue_on_the_slurm_signal_ends_as_if_uninterrupted(tmp_path, uninterrupted):
     """launcher=submitit_local runs launcher=slurm's code (submitit: one process per task, a
     pickled job, requeue on the pre-emption signal) without SLURM. Both tasks get SIGUSR2

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, needs_submitit, run_cli
 from test_resilience import TWO_RANK_JOB, losses_by_step
 
 pytestmark = pytest.mark.slow
@@ -168,6 +168,7 @@ def test_a_notice_during_the_end_of_run_table_requeues_and_rates_again(tmp_path,
     assert "features/linear_acc" in metrics and log.read_text().count(rating) == 2
 
 
+@needs_submitit
 def test_a_launcher_slurm_sweep_with_a_preempted_job_finishes_both(tmp_path, cluster):
     """launcher=slurm, 2 jobs (seed=1,2) as a SLURM array: job 0 gets submitit's notice
     (USR2) at step 2, saves last.ckpt, submitit requeues it and it resumes; job 1 runs
@@ -207,6 +208,7 @@ def test_a_launcher_slurm_sweep_with_a_preempted_job_finishes_both(tmp_path, clu
     assert rows == [("1", "finished"), ("2", "finished")]
 
 
+@needs_submitit
 def test_a_job_slurm_refuses_is_one_line_and_leaves_nothing(tmp_path, cluster):
     """A request sbatch refuses (a partition that does not exist): SLURM's message in one
     line, exit 2, no sweep dir and nothing queued; submitit's traceback and its copy of the

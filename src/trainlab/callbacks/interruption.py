@@ -9,10 +9,8 @@ requeue``) and the requeued job resumes from last.ckpt. Lightning's own SLURM ha
 turned off: it would save a second, full checkpoint (``hpc_ckpt_N.ckpt``) that resume never
 reads, with a collective inside the signal handler. The first Ctrl-C (SIGINT) takes the
 same path: Lightning would otherwise stop at once, keeping only the last epoch's last.ckpt;
-a second Ctrl-C stops at once, as Python would. So does submitit's
-pre-emption signal (SIGUSR2 under ``launcher=slurm`` and ``hydra/launcher=submitit_local``):
-submitit's own handler would requeue the job at once, before anything is saved; here it
-runs once last.ckpt is written (``requeue``), and the requeued job resumes from it.
+a second Ctrl-C stops at once, as Python would. A launcher's own pre-emption signal joins
+these in a subclass it chooses by config (``callbacks.interruption._target_``).
 
 Lightning's SIGTERM handler broadcasts from inside the handler, which runs wherever the
 signal lands, possibly inside another collective, and each rank then stops at its own
@@ -48,7 +46,7 @@ from lightning.pytorch.plugins.environments import SLURMEnvironment
 from lightning.pytorch.strategies import ModelParallelStrategy
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from trainlab.utils import lightning_internals, submitit_internals
+from trainlab.utils import lightning_internals
 from trainlab.utils.errors import DataError
 from trainlab.utils.logging import get_logger
 from trainlab.utils.ranges import Count
@@ -96,7 +94,6 @@ class InterruptionCheckpoint(L.Callback):
         self.signal: signal.Signals | None = None  # the signal that stopped the run, if one did
         self._previous: dict[signal.Signals, object] = {}  # handlers to restore at the end
         self._received = False  # a stop signal reached this process, not yet agreed on
-        self._submitit: tuple[signal.Signals, object] | None = None  # its signal and handler
         self.stopped_at_once = False  # a second Ctrl-C: no checkpoint, exit 130
         self._logged: dict[str, torch.Tensor] = {}  # the resumed checkpoint's logged metrics
 
@@ -116,14 +113,6 @@ class InterruptionCheckpoint(L.Callback):
         signal.signal(signal.SIGTERM, self._on_sigterm)
         self._previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, self._on_sigusr1)
         self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._on_sigint)
-        if os.environ.get("SUBMITIT_EXECUTOR"):  # a submitit job: its pre-emption signal
-            usr = submitit_internals.requeue_signal()
-            self._previous[usr] = signal.signal(usr, self._on_submitit_signal)
-            self._submitit = (usr, self._previous[usr])
-
-    def _on_submitit_signal(self, signum, frame) -> None:
-        self.signal = signal.Signals(signum)
-        self._on_sigterm(signum, frame)
 
     def _on_sigterm(self, signum, frame) -> None:
         self._received = True  # no collective here: see the module docstring
@@ -142,22 +131,14 @@ class InterruptionCheckpoint(L.Callback):
 
     @property
     def requeues(self) -> str | None:
-        """Who requeues the job after this stop: submitit, on its pre-emption signal; SLURM,
-        on SIGUSR1 in a batch job (not an interactive ``srun``); None otherwise."""
-        if self._submitit is not None:
-            return "submitit" if self.signal == self._submitit[0] else None
+        """Who requeues the job after this stop: SLURM, on SIGUSR1 in a batch job (not an
+        interactive ``srun``); None otherwise."""
         return "SLURM" if self.signal == signal.SIGUSR1 and slurm_batch_job() else None
 
     def requeue(self, trainer: L.Trainer) -> None:
-        """After the save: submitit's handler resubmits the job (on rank 0) and exits;
-        under SLURM rank 0 asks for the requeue, and SLURM stops every rank of this job."""
-        if self.requeues == "submitit":
-            signum, handler = self._submitit
-            # SLURM's SIGTERM for the requeue, as in requeue_slurm_job: this process is
-            # exiting, and submitit logs the requeue and exits once scontrol returns.
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            handler(signum, None)
-        elif self.requeues == "SLURM":
+        """After the save, under SLURM: rank 0 asks for the requeue, and SLURM stops every
+        rank of this job."""
+        if self.requeues == "SLURM":
             requeue_slurm_job(ask=trainer.is_global_zero)
 
     def _agree_to_stop(self, trainer: L.Trainer) -> None:

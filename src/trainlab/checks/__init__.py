@@ -34,7 +34,6 @@ from trainlab.checks.config import check_config
 from trainlab.checks.override_types import check_override_types
 from trainlab.run import run_dir as rundir
 from trainlab.run.overrides import resume_changes
-from trainlab.strategy.submitit_ranks import adopt_submitit_local_ranks
 from trainlab.utils.errors import ConfigError
 from trainlab.utils.logging import get_logger
 
@@ -49,7 +48,6 @@ def check_before_torch(cfg: DictConfig, config_name: str = "train") -> None:
         # which runs rank 0's checked config, nor a test's composed config); it composes
         # the config once more (0.2-0.3 s)
         check_override_types(cfg, config_name, list(HydraConfig.get().overrides.task))
-    adopt_submitit_local_ranks()  # before anything asks which rank this is
     if rundir.is_global_zero():  # a file check: a run dir in use or finished, refused now
         rundir.guard(Path(cfg.paths.output_dir), resume=cfg.get("resume", False))
 
@@ -83,7 +81,6 @@ def check(cfg: DictConfig) -> Accepted:
     from trainlab.run.batch import batch_for_world  # torch and Lightning
     from trainlab.strategy.checks import check_launch
 
-    adopt_submitit_local_ranks()
     check_config(cfg, rundir.command_line_overrides())  # every value and type, imported
     if rundir.is_global_zero():
         rundir.guard(Path(cfg.paths.output_dir), resume=cfg.get("resume", False))

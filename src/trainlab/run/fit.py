@@ -34,7 +34,7 @@ def stop_after_signal(trainer: L.Trainer, run_dir: Path, cfg: DictConfig) -> Non
     then restart or requeue the job instead of taking it for finished."""
     saver = next((c for c in trainer.callbacks if isinstance(c, InterruptionCheckpoint)), None)
     signum = (saver.signal if saver else None) or signal.SIGTERM
-    requeues = saver.requeues if saver else None  # "submitit", "SLURM" or None
+    requeues = saver.requeues if saver else None  # "SLURM", a launcher's ("submitit"), None
     checkpoints = f"{run_dir}/checkpoints"
     if trainer.state.fn == "test":
         said = f"during the final test: training had ended, its checkpoints are in {checkpoints}; "
@@ -58,7 +58,7 @@ def stop_after_signal(trainer: L.Trainer, run_dir: Path, cfg: DictConfig) -> Non
     if trainer.is_global_zero:
         print(f"stopped by {signum.name} {said}", file=sys.stderr, flush=True)
     if saver:
-        saver.requeue(trainer)  # under submitit or SLURM
+        saver.requeue(trainer)  # SLURM's requeue, or a launcher's
     raise SystemExit(128 + signum)
 
 
