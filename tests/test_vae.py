@@ -3,6 +3,7 @@ behaves as theory says, KL warm-up, pictures, and DDP training."""
 
 import json
 import math
+import re
 from functools import partial
 
 import pytest
@@ -109,11 +110,13 @@ def test_kl_warmup_reaches_beta_at_the_configured_step():
 
 
 @pytest.mark.slow  # 23 s: make test-slow, which CI runs
-def test_vae_digits_run_writes_pictures_and_honest_metrics(tmp_path):
+def test_vae_digits_run_writes_pictures_and_honest_metrics(tmp_path, capsys):
     cfg = compose_cfg(
         tmp_path, ["experiment=vae_digits", *FAST, "model.kl_warmup_steps=2", "model.beta=0.5"]
     )
     train(cfg)
+    flops = re.search(r"Total FLOPs: (\S+)", capsys.readouterr().out)
+    assert flops and flops[1] != "0"  # the model summary ran the VAE on an image
     run_dir = tmp_path / "run"
     for name in ("reconstructions.png", "samples.png"):
         with Image.open(run_dir / "pictures" / name) as picture:

@@ -11,6 +11,7 @@ import lightning as L
 import torch
 from torchmetrics import MeanMetric
 
+from trainlab.model.summary_input import summary_input
 from trainlab.networks.vae import VAENet
 from trainlab.optim.fused import fused_by_default
 from trainlab.utils.ranges import NonNegative, NonNegativeInt
@@ -149,6 +150,13 @@ class VAE(L.LightningModule):
     def reconstruct(self, x: torch.Tensor) -> torch.Tensor:
         mu, _ = self.posterior(x)
         return self.net.likelihood.mean(self.net.decode(mu))
+
+    def setup(self, stage: str) -> None:
+        self.example_input_array = summary_input(self.trainer)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The reconstruction: what the model summary runs for its FLOPs."""
+        return self.reconstruct(x)
 
     def configure_optimizers(self):
         return fused_by_default(self.make_optimizer)(params=self.parameters())
