@@ -167,6 +167,19 @@ def test_sort_and_filter_by_a_metric(runs, tmp_path):
     assert sorted(r["status"] for r in rows(tmp_path / "f.csv")) == ["failed", "stopped", "stopped"]
 
 
+def test_a_bool_a_sweep_wrote_and_one_typed_are_the_same_value(tmp_path):
+    """Hydra writes a sweep job's bool as Python does (False), a command line keeps what was
+    typed (false): the same setting, so no column, and one spelling where one is shown."""
+    make_run(tmp_path, "typed", ["features.enabled=false", "seed=1"], {"val/acc": 0.5})
+    make_run(tmp_path, "swept", ["features.enabled=False", "seed=2"], {"val/acc": 0.5})
+    main([str(tmp_path), "--csv", str(tmp_path / "same.csv")])
+    assert all("features.enabled" not in r for r in rows(tmp_path / "same.csv"))
+    make_run(tmp_path, "other", ["features.enabled=TRUE", "seed=3"], {"val/acc": 0.5})
+    main([str(tmp_path), "--csv", str(tmp_path / "t.csv")])
+    values = {r["run"].split("/")[-1]: r["features.enabled"] for r in rows(tmp_path / "t.csv")}
+    assert values == {"typed": "false", "swept": "false", "other": "true"}
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

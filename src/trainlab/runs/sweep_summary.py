@@ -27,8 +27,14 @@ def read_overrides(run_dir: Path) -> dict[str, str]:
 
 
 def read_pairs(overrides: list[str]) -> dict[str, str]:
+    """A bool in one spelling: Hydra writes a sweep job's as Python does (``False``), a
+    command line keeps what was typed; its grammar reads true and false in any case."""
     pairs = (o.split("=", 1) for o in overrides if "=" in o)
-    return {k.lstrip("+~"): v for k, v in pairs if k.lstrip("+~") not in NAMING}
+    return {
+        k.lstrip("+~"): v.lower() if v.lower() in ("true", "false") else v
+        for k, v in pairs
+        if k.lstrip("+~") not in NAMING
+    }
 
 
 def not_finished_jobs(sweep_dir: Path) -> list[dict]:
