@@ -32,7 +32,8 @@ class SubmititInterruption(InterruptionCheckpoint):
 
     @property
     def requeues(self) -> str | None:
-        """submitit requeues the job after its own signal; after any other, nobody."""
+        """In a submitit job: submitit after its own signal, nobody after any other; in any
+        other run, the core's answer (SLURM after SIGUSR1 in a batch job)."""
         if self._submitit is None:
             return super().requeues
         return "submitit" if self.signal == self._submitit[0] else None
