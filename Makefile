@@ -66,7 +66,7 @@ data: $(STAMP) ## fetch Fashion-MNIST into data/ as data=fashion_mnist does on f
 WORKERS ?= 2
 PYTEST = OMP_NUM_THREADS=1 WANDB_MODE=offline $(1) -m pytest -q -n $(WORKERS) --dist loadscope
 
-test: $(STAMP) ## fast tests (3 to 4 minutes on 2 CPU cores)
+test: $(STAMP) ## fast tests (3 to 5 minutes on 2 CPU cores)
 	@$(PY) -c '$(VERSIONS)'
 	$(call PYTEST,$(PY)) $(ARGS)
 
