@@ -2,6 +2,7 @@
 trainlab checkpoint and on an official-format one."""
 
 import json
+import warnings
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from omegaconf import OmegaConf
 from trainlab.checks.checkpoint_config import run_config_of
 from trainlab.evaluation.features import Extraction, gather_shards
 from trainlab.evaluation.linear_grid import linear_grid, train_heads
+from trainlab.evaluation.online import OnlineEvaluator
 from trainlab.evaluation.protocol import knn_choice, rate_features
 from trainlab.utils.errors import ConfigError
 
@@ -379,3 +381,16 @@ def test_a_rank_whose_shard_is_empty_still_gathers_every_feature():
     how = Extraction(rank=1, world_size=2, all_gather=lambda x: torch.stack([rank_0(x), x]))
     feats, labels = extract(views, data, how=how)
     assert torch.equal(feats["double"], torch.full((1, 3), 2.0)) and labels.tolist() == [2]
+
+
+def test_the_monitors_collapse_stats_leave_out_the_std_of_one_image():
+    """A small folder's validation split can hold one image: RankMe is defined, the std of one
+    feature vector is not (torch warns and returns nan)."""
+    monitor = OnlineEvaluator(dim=8, num_classes=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        one = monitor.collapse_stats(torch.randn(1, 8))
+    assert set(one) == {"rankme", "rankme_centred"}, one
+    many = monitor.collapse_stats(torch.randn(16, 8))
+    assert set(many) == {"rankme", "rankme_centred", "feat_std"}
+    assert all(torch.isfinite(v) for v in many.values()), many

@@ -131,11 +131,12 @@ class OnlineEvaluator(nn.Module):
             self._seen.append(features)
 
     def collapse_stats(self, gathered: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {
-            "feat_std": feature_std(gathered),
-            "rankme": rankme(gathered),
-            "rankme_centred": rankme(gathered, centred=True),
-        }
+        """RankMe of the seen features, and their spread where there is one: one image
+        (a small folder's validation split) has no std."""
+        stats = {"rankme": rankme(gathered), "rankme_centred": rankme(gathered, centred=True)}
+        if len(gathered) > 1:
+            stats["feat_std"] = feature_std(gathered)
+        return stats
 
     def take_seen(self) -> torch.Tensor | None:
         seen, self._seen = self._seen, []
