@@ -262,6 +262,7 @@ def test_ddp_validation_metric_equals_the_whole_validation_set(tmp_path, experim
         timeout=400,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "Warning" not in result.stdout + result.stderr, result.stderr[-3000:]
     run_dir = tmp_path / "train" / "runs" / "probe"
     logged = json.loads((run_dir / "metrics.json").read_text())["metrics"]
 

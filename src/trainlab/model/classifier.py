@@ -154,7 +154,8 @@ class Classifier(L.LightningModule):
     def on_validation_epoch_end(self):
         if not self.trainer.sanity_checking:
             self.val_acc_best(self.val_acc.compute())
-            self.log("val/acc_best", self.val_acc_best.compute())
+            # Equal on every rank (val_acc is synced): sync_dist only says so to Lightning.
+            self.log("val/acc_best", self.val_acc_best.compute(), sync_dist=True)
 
     def test_step(self, batch, batch_idx):
         self._evaluate(batch, "test")
