@@ -4,7 +4,8 @@ and every `python train.py ...` / `python eval.py ...` they show still composes,
 The template apart from its notebook: no comment in src/ or configs/ cites an issue or a
 search round, and src/trainlab holds no benchmark, search or results code. The Fashion-MNIST
 numbers the README and docs/results.md show are the ones research/fashion_results.py last
-wrote, so a new seed cannot leave a page behind."""
+wrote, so a new seed cannot leave a page behind. The core's reading order in docs/layout.md
+names files that exist, with their lines."""
 
 import re
 import shlex
@@ -187,3 +188,23 @@ def test_slurm_writes_its_log_into_a_folder_every_clone_has():
     folder = (ROOT / output).parent
     tracked = {p.parent for p in ROOT.joinpath("logs").glob(".gitkeep")}  # .gitignore keeps it
     assert folder in tracked, f"{output}: {folder} is not a folder of a fresh clone"
+
+
+def test_the_cores_reading_order_names_files_that_exist_and_counts_their_lines():
+    """docs/layout.md's reading order: every file it names is there, and the lines it says
+    they hold are their lines today, within 10 %."""
+    text = (ROOT / "docs" / "layout.md").read_text()
+    start = text.index("**Reading the core in an hour.**")
+    section = text[start : text.index("\n\n", text.index("| 1 |", start))]
+    said = int(re.search(r"about ([\d,]+) lines", section)[1].replace(",", ""))
+    rows = [line.split("|")[2] for line in section.splitlines() if re.match(r"\| \d ", line)]
+    files = [
+        ROOT / name if name.startswith("configs/") else ROOT / "src" / "trainlab" / name
+        for row in rows
+        for name in re.findall(r"`([^`]+\.(?:py|yaml))`", row)
+    ]
+    assert len(files) >= 20, files
+    missing = [str(f) for f in files if not f.is_file()]
+    assert not missing, missing
+    lines = sum(len(f.read_text().splitlines()) for f in files)
+    assert abs(lines - said) <= 0.1 * said, f"the page says about {said} lines; they hold {lines}"
